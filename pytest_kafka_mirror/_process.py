@@ -1,0 +1,248 @@
+"""Child processes that never outlive the test run.
+
+Every broker, replicator and capture the plugin starts goes through :class:`ManagedProcess`:
+
+* it runs in its own process group, so a stop reaches its children too;
+* on Linux it gets ``PR_SET_PDEATHSIG = SIGKILL``, so it dies with the pytest process even
+  when that process is killed with SIGKILL (teardown code cannot run then);
+* every live process is registered and killed by an ``atexit`` hook and on SIGTERM, the
+  belt to the fixtures' braces (fixture teardown already runs on failure and Ctrl-C);
+* its output goes to a log file whose tail is quoted in error messages.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+__all__ = ["ManagedProcess", "ProcessFailed", "live_processes", "wait_until"]
+
+_PR_SET_PDEATHSIG = 1
+_live: dict[int, ManagedProcess] = {}
+_lock = threading.Lock()
+
+
+class ProcessFailed(RuntimeError):
+    """A managed process exited early or did not become ready."""
+
+
+def _pdeathsig() -> None:  # runs in the child between fork and exec
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def live_processes() -> list[ManagedProcess]:
+    """Processes started by this Python process and not yet reaped (for orphan checks)."""
+    with _lock:
+        return [p for p in _live.values() if p.running]
+
+
+def wait_until(
+    predicate: Callable[[], bool],
+    timeout: float,
+    what: str,
+    *,
+    interval: float = 0.05,
+    on_timeout: Callable[[], str] | None = None,
+) -> None:
+    """Poll ``predicate`` until it is true or raise ``TimeoutError`` naming ``what``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if predicate():
+            return
+        if time.monotonic() >= deadline:
+            extra = on_timeout() if on_timeout else ""
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}{extra}")
+        time.sleep(interval)
+
+
+class ManagedProcess:
+    """A subprocess with a name, a log file and a guaranteed end."""
+
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: str | os.PathLike[str],
+        *,
+        env: dict[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.name = name
+        self.argv = list(argv)
+        self.log_path = Path(log_path)
+        self.env = env
+        self.cwd = cwd
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.paused = False
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> ManagedProcess:
+        if self.running:
+            raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.cwd,
+                start_new_session=True,
+                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+            )
+        except OSError as exc:
+            raise ProcessFailed(f"cannot start {self.name}: {exc} (command: {' '.join(self.argv)})") from exc
+        finally:
+            log.close()
+        self.paused = False
+        with _lock:
+            _live[self.proc.pid] = self
+        return self
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.poll() if self.proc else None
+
+    def _signal_group(self, sig: int) -> None:
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        except PermissionError:  # pragma: no cover - group gone and pid reused
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM, wait up to ``timeout``, then SIGKILL.  Idempotent; returns the exit code."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            if self.paused:
+                self._signal_group(signal.SIGCONT)
+            self._signal_group(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self._signal_group(signal.SIGKILL)
+                self.proc.wait(10)
+        self._reap()
+        return self.proc.returncode
+
+    def kill(self) -> int | None:
+        """SIGKILL the whole process group and reap it."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self._signal_group(signal.SIGKILL)
+            self.proc.wait(10)
+        self._reap()
+        return self.proc.returncode
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets but does nothing (a GC pause, a hung VM)."""
+        self._require_running("pause")
+        self._signal_group(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self._require_running("resume")
+        self._signal_group(signal.SIGCONT)
+        self.paused = False
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.proc is None:
+            raise RuntimeError(f"{self.name} was never started")
+        rc = self.proc.wait(timeout)
+        self._reap()
+        return rc
+
+    def _require_running(self, verb: str) -> None:
+        if not self.running:
+            raise ProcessFailed(f"cannot {verb} {self.name}: it is not running (exit code {self.returncode})")
+
+    def _reap(self) -> None:
+        with _lock:
+            if self.proc is not None:
+                _live.pop(self.proc.pid, None)
+
+    # -- diagnostics -----------------------------------------------------------------
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                size = f.tell()
+                f.seek(max(0, size - 16384))
+                data = f.read().decode(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(data.splitlines()[-lines:])
+
+    def describe_exit(self) -> str:
+        tail = self.log_tail()
+        return (
+            f"{self.name} (pid {self.pid}) exited with code {self.returncode}; log {self.log_path}"
+            + (f", last lines:\n{tail}" if tail else " is empty")
+        )
+
+    def __enter__(self) -> ManagedProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else f"exited {self.returncode}"
+        return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
+
+
+def _kill_all() -> None:
+    for p in list(_live.values()):
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+
+
+atexit.register(_kill_all)
+
+
+def _install_sigterm_handler() -> None:
+    # A CI runner that times out sends SIGTERM; Python's default would exit without
+    # running atexit.  Only install when nobody else handles SIGTERM.
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum: int, frame: object) -> None:
+        _kill_all()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+_install_sigterm_handler()

@@ -1,0 +1,160 @@
+"""The cluster protocol and what every Kafka-protocol cluster shares (admin verbs)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from confluent_kafka.admin import AdminClient
+
+__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "free_port", "tcp_reachable"]
+
+
+class ClusterError(RuntimeError):
+    """A cluster could not be started, reached or administered."""
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a cluster can do, so scenarios skip with a reason instead of failing.
+
+    ``None`` means "not probed".
+    """
+
+    add_partitions: bool | None = None
+    log_append_time: bool | None = None
+    transactions: bool | None = None
+    delete_records: bool | None = None
+    accurate_watermarks: bool | None = None
+    restart_keeps_data: bool | None = None
+    lifecycle: bool = False  # the plugin can stop / restart it
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@runtime_checkable
+class Cluster(Protocol):
+    """A Kafka-protocol cluster the plugin produces to or consumes from."""
+
+    name: str
+    spec: str
+
+    @property
+    def bootstrap_servers(self) -> str: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def capabilities(self) -> Capabilities: ...
+
+    def create_topic(self, name: str, partitions: int = 1, *, config: dict[str, str] | None = None) -> str: ...
+
+    def ensure_topic(self, name: str, partitions: int = 1) -> str:
+        """Create ``name`` unless it exists (any partition count)."""
+        if self.partitions(name) is None:
+            try:
+                self.create_topic(name, partitions)
+            except ClusterError:
+                if self.partitions(name) is None:  # lost a creation race: fine; else re-raise
+                    raise
+        return name
+
+    def partitions(self, topic: str) -> int | None: ...
+
+    def describe(self) -> str: ...
+
+
+def free_port() -> int:
+    """A free loopback TCP port (bound to port 0 by the kernel, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class KafkaAdminMixin:
+    """Admin verbs over confluent-kafka's AdminClient, shared by every backend."""
+
+    name: str
+    admin_timeout: float = 10.0
+    _admin: AdminClient | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def client_config(self) -> dict[str, Any]:
+        """Base librdkafka settings for any client of this cluster."""
+        return {"bootstrap.servers": self.bootstrap_servers}
+
+    def admin(self) -> AdminClient:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient
+
+            self._admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": 5000})
+        return self._admin
+
+    def ping(self, timeout: float = 5.0) -> int:
+        """Number of brokers in the cluster metadata; raises ClusterError when unreachable."""
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self.admin().list_topics(timeout=timeout)
+        except KafkaException as exc:
+            raise ClusterError(
+                f"{self.name}: no answer from bootstrap servers {self.bootstrap_servers} within {timeout:g} s "
+                f"({exc.args[0] if exc.args else exc})"
+            ) from None
+        return len(md.brokers)
+
+    def create_topic(self, name: str, partitions: int = 1, *, config: dict[str, str] | None = None) -> str:
+        """Create ``name`` and wait until its metadata shows every partition."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewTopic
+
+        futures = self.admin().create_topics(
+            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=self.admin_timeout
+        )
+        try:
+            futures[name].result(timeout=self.admin_timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"{self.name}: cannot create topic {name!r} with {partitions} partitions: {exc}") from None
+        deadline = time.monotonic() + self.admin_timeout
+        while self.partitions(name) != partitions:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.name}: topic {name!r} did not show {partitions} partitions in metadata")
+            time.sleep(0.02)
+        return name
+
+    def ensure_topic(self, name: str, partitions: int = 1) -> str:
+        """Create ``name`` unless it exists (any partition count)."""
+        if self.partitions(name) is None:
+            try:
+                self.create_topic(name, partitions)
+            except ClusterError:
+                if self.partitions(name) is None:  # lost a creation race: fine; else re-raise
+                    raise
+        return name
+
+    def partitions(self, topic: str) -> int | None:
+        """Partition count of ``topic``, or None when it does not exist."""
+        md = self.admin().list_topics(topic, timeout=self.admin_timeout)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None:
+            return None
+        return len(t.partitions)
+
+    def topics(self) -> list[str]:
+        return sorted(self.admin().list_topics(timeout=self.admin_timeout).topics)

@@ -1,0 +1,337 @@
+"""MirrorProducer: sequence-numbered test records at a controlled rate, and the manifest.
+
+The rate is per topic and is a ceiling: after ``t`` seconds at most ``floor(t * rate) + 1``
+records have been handed to the client for each topic.  When the producer falls behind
+its schedule by more than a second's worth of records it warns once
+(:class:`PytestKafkaMirrorWarning`) and records the shortfall in the manifest's stats.
+
+Every record's delivery report goes into the manifest (per topic, producer id and lane):
+the acknowledged sequences are what the verifier expects on the target, so a record that
+the source never confirmed is never counted as lost by the replicator.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from ._warnings import PytestKafkaMirrorWarning
+from .records import FORMATS, RecordEncoder, metadata_size
+from .rundir import LaneManifest, Manifest
+
+__all__ = ["MirrorProducer", "ProducerError", "TopicLanes", "new_producer_id"]
+
+log = logging.getLogger("pytest_kafka_mirror.producer")
+
+PROGRESS_EVERY = 10.0
+
+
+class ProducerError(RuntimeError):
+    """Bad producer arguments or a source cluster that cannot be produced to."""
+
+
+def new_producer_id() -> str:
+    return "p" + uuid.uuid4().hex[:7]
+
+
+@dataclass
+class TopicLanes:
+    """One source topic and how the producer spreads it over lanes."""
+
+    topic: str
+    partitions: int
+    lanes: int | None = None  # default: one lane per partition
+
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise ProducerError(f"topic {self.topic!r}: partitions must be >= 1, got {self.partitions}")
+        if self.lanes is None:
+            self.lanes = self.partitions
+        if self.lanes < 1:
+            raise ProducerError(f"topic {self.topic!r}: lanes must be >= 1, got {self.lanes}")
+
+
+@dataclass
+class _Lane:
+    """Acknowledgement bookkeeping for one (topic, lane); ranges kept as they arrive."""
+
+    manifest: LaneManifest
+    _acked_end: int = -2
+    _failed_end: int = -2
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def ack(self, seq: int) -> None:
+        if seq == self._acked_end + 1:
+            self.manifest.acked[-1][1] = seq
+        else:
+            self.manifest.acked.append([seq, seq])
+        self._acked_end = seq
+
+    def fail(self, seq: int, err: str) -> None:
+        if seq == self._failed_end + 1:
+            self.manifest.failed[-1][1] = seq
+        else:
+            self.manifest.failed.append([seq, seq])
+        self._failed_end = seq
+        self.errors[err] = self.errors.get(err, 0) + 1
+
+
+def _merge(ranges: list[list[int]]) -> list[list[int]]:
+    """Sort and merge inclusive ranges (delivery reports may come out of order on retries)."""
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1] + 1:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def validate_rate(rate: float | None) -> float | None:
+    if rate is None:
+        return None
+    if not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
+        raise ProducerError(f"rate must be a positive number of messages/s per topic (or None for unthrottled), got {rate!r}")
+    return float(rate)
+
+
+class MirrorProducer:
+    """Produces one run of test records to a source cluster.
+
+    >>> p = MirrorProducer("127.0.0.1:9092", format="headers", message_size=200)
+    >>> manifest = p.run([TopicLanes("orders", 4)], rate=1000, duration=10)  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        format: str = "headers",
+        message_size: int = 200,
+        producer_id: str | None = None,
+        config: dict[str, Any] | None = None,
+        flush_timeout: float = 30.0,
+    ) -> None:
+        if format not in FORMATS:
+            raise ProducerError(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+        if not isinstance(message_size, int) or message_size <= 0:
+            raise ProducerError(f"message_size must be a positive number of bytes, got {message_size!r}")
+        self.bootstrap_servers = bootstrap_servers
+        self.format = format
+        self.message_size = message_size
+        self.producer_id = producer_id or new_producer_id()
+        self.flush_timeout = flush_timeout
+        self.config = {
+            "bootstrap.servers": bootstrap_servers,
+            "enable.idempotence": True,  # keeps per-partition order and no duplicates from the source side
+            "acks": "all",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+            "message.timeout.ms": 60_000,
+            "socket.connection.setup.timeout.ms": 5000,
+            **(config or {}),
+        }
+
+    def check_size(self, topics: Sequence[TopicLanes]) -> None:
+        """Raise ProducerError when ``message_size`` cannot hold the metadata."""
+        lanes = max(t.lanes or 1 for t in topics)
+        need = metadata_size(self.format, self.producer_id, lanes)
+        if self.message_size < need:
+            raise ProducerError(
+                f"message_size {self.message_size} B is below the {self.format} format's metadata size "
+                f"{need} B (producer id, lane, sequence, timestamp, checksum); use message_size >= {need}"
+            )
+
+    def _warm_up(self, producer: Any, topic: str) -> float:
+        t0 = time.monotonic()
+        failure: list[Any] = []
+        producer.produce(topic, b"kafka-mirror warm-up", on_delivery=lambda err, msg: failure.append(err))
+        left = producer.flush(min(self.flush_timeout, 30.0))
+        if left or (failure and failure[0] is not None):
+            raise ProducerError(
+                f"source {self.bootstrap_servers}: the warm-up record to {topic!r} was not acknowledged "
+                f"({failure[0] if failure and failure[0] else 'no answer within the flush timeout'})"
+            )
+        return round(time.monotonic() - t0, 6)
+
+    def run(
+        self,
+        topics: Sequence[TopicLanes],
+        *,
+        rate: float | None,
+        duration: float | None = None,
+        count: int | None = None,
+        target_names: dict[str, str] | None = None,
+        progress: Callable[[dict[str, Any]], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        warmup_topic: str | None = None,
+    ) -> Manifest:
+        """Produce until ``count`` records per topic or ``duration`` seconds, then flush.
+
+        With ``rate`` and ``duration`` but no ``count``, each topic gets exactly
+        ``round(rate * duration)`` records.  Returns the manifest (not yet written).
+
+        ``warmup_topic``: a topic outside the mirrored set.  One record is produced to it
+        and acknowledged before the schedule starts, so the client's connection and
+        idempotent-producer id (~0.5 s on Tansu) are not counted as mirror latency.
+        """
+        rate = validate_rate(rate)
+        if not topics:
+            raise ProducerError("no topics to produce to")
+        if count is None and duration is None:
+            raise ProducerError("give a count (records per topic) or a duration (seconds)")
+        if count is not None and (not isinstance(count, int) or count < 0):
+            raise ProducerError(f"count must be a non-negative number of records per topic, got {count!r}")
+        if duration is not None and (not isinstance(duration, (int, float)) or duration <= 0):
+            raise ProducerError(f"duration must be a positive number of seconds, got {duration!r}")
+        if count is None and rate is not None and duration is not None:
+            count = round(rate * duration)
+        self.check_size(topics)
+
+        from confluent_kafka import KafkaException, Producer
+
+        lanes_max = max(t.lanes or 1 for t in topics)
+        enc = RecordEncoder(self.format, self.producer_id, self.message_size, lanes_max)
+        try:
+            producer = Producer(self.config)
+        except KafkaException as exc:
+            raise ProducerError(f"cannot create a producer for {self.bootstrap_servers}: {exc}") from None
+
+        warmup_seconds = self._warm_up(producer, warmup_topic) if warmup_topic else None
+
+        per_topic: list[tuple[str, int, list[_Lane]]] = []
+        for t in topics:
+            lanes = [_Lane(LaneManifest(t.topic, lane, lane % t.partitions)) for lane in range(t.lanes or 1)]
+            per_topic.append((t.topic, t.partitions, lanes))
+
+        def on_delivery(lane: _Lane, seq: int, err: Any, msg: Any) -> None:
+            if err is None:
+                lane.ack(seq)
+            else:
+                lane.fail(seq, err.name() if hasattr(err, "name") else str(err))
+
+        sent = [0] * len(per_topic)
+        behind_max = 0
+        warned = False
+        started_us = time.time_ns() // 1000
+        t0 = time.monotonic()
+        next_progress = t0 + PROGRESS_EVERY
+        produce = producer.produce
+        poll = producer.poll
+        now_us = time.time_ns
+        batch = 2000  # records per topic per loop pass when unthrottled or far behind
+        try:
+            while True:
+                now = time.monotonic()
+                elapsed = now - t0
+                if duration is not None and elapsed >= duration and count is None:
+                    break
+                if should_stop is not None and should_stop():
+                    break
+                done = True
+                wait = 0.01
+                for i, (topic, _parts, lanes) in enumerate(per_topic):
+                    limit = count if count is not None else 1 << 62
+                    if rate is not None:
+                        allowed = min(limit, int(elapsed * rate) + 1)
+                        behind = allowed - sent[i]
+                        if behind > behind_max:
+                            behind_max = behind
+                    else:
+                        allowed = min(limit, sent[i] + batch)
+                    if sent[i] < limit:
+                        done = False
+                    n = min(allowed - sent[i], batch)
+                    nlanes = len(lanes)
+                    s0 = sent[i]
+                    for k in range(s0, s0 + n):
+                        lane_no = k % nlanes
+                        lane = lanes[lane_no]
+                        seq = lane.manifest.sent
+                        value, headers = enc.encode(lane_no, seq, now_us() // 1000)
+                        while True:
+                            try:
+                                produce(
+                                    topic, value, enc.key(lane_no),
+                                    partition=lane.manifest.partition,
+                                    headers=headers,
+                                    on_delivery=partial(on_delivery, lane, seq),
+                                )
+                                break
+                            except BufferError:
+                                poll(0.05)
+                        lane.manifest.sent = seq + 1
+                    sent[i] = s0 + n
+                    if rate is not None and sent[i] < limit:
+                        wait = min(wait, (sent[i] / rate) - elapsed)
+                if done:
+                    break
+                if rate is not None and not warned and behind_max > max(rate, 10):
+                    warned = True
+                    warnings.warn(
+                        PytestKafkaMirrorWarning(
+                            f"producer {self.producer_id} cannot reach {rate:g} msg/s per topic on "
+                            f"{len(per_topic)} topic(s): {behind_max} records behind schedule after {elapsed:.1f} s. "
+                            "Lower the rate, use fewer/larger messages, or use several producer processes."
+                        ),
+                        stacklevel=2,
+                    )
+                poll(max(0.0, wait) if wait > 0.0005 else 0)
+                if progress is not None and now >= next_progress:
+                    progress({"producer_id": self.producer_id, "sent": sum(sent), "elapsed": elapsed})
+                    next_progress = now + PROGRESS_EVERY
+            produce_seconds = time.monotonic() - t0
+            unflushed = producer.flush(self.flush_timeout)
+        except KeyboardInterrupt:
+            producer.flush(min(self.flush_timeout, 5))
+            raise
+        finished_us = time.time_ns() // 1000
+
+        errors: dict[str, int] = {}
+        lane_manifests: list[LaneManifest] = []
+        for _topic, _parts, lanes in per_topic:
+            for lane in lanes:
+                lane.manifest.acked = _merge(lane.manifest.acked)
+                lane.manifest.failed = _merge(lane.manifest.failed)
+                for k, v in lane.errors.items():
+                    errors[k] = errors.get(k, 0) + v
+                lane_manifests.append(lane.manifest)
+        total_sent = sum(sent)
+        acked = sum(m.acked_count for m in lane_manifests)
+        stats = {
+            "sent": total_sent,
+            "acked": acked,
+            "failed": sum(b - a + 1 for m in lane_manifests for a, b in m.failed),
+            "unreported": unflushed,
+            "errors": errors,
+            "produce_seconds": round(produce_seconds, 6),
+            "achieved_rate_per_topic": round(total_sent / len(per_topic) / produce_seconds, 3) if produce_seconds > 0 else None,
+            "max_behind_schedule": behind_max if rate is not None else None,
+            "rate_warning": warned,
+            "warmup_seconds": warmup_seconds,
+        }
+        if errors:
+            log.warning("producer %s: %d delivery errors %s", self.producer_id, stats["failed"], errors)
+        log.info(
+            "producer %s: sent %d, acked %d in %.2f s (%.0f msg/s per topic)",
+            self.producer_id, total_sent, acked, produce_seconds, stats["achieved_rate_per_topic"] or 0,
+        )
+        return Manifest(
+            producer_id=self.producer_id,
+            format=self.format,
+            message_size=self.message_size,
+            rate=rate,
+            started_us=started_us,
+            finished_us=finished_us,
+            topics={t.topic: (target_names or {}).get(t.topic, t.topic) for t in topics},
+            lanes=lane_manifests,
+            stats=stats,
+        )

@@ -1,0 +1,150 @@
+"""MirrorRun: one produce → replicate → capture → verify pass over a set of topics.
+
+This is the plain-Python API the fixtures wrap::
+
+    run = MirrorRun(run_dir, source.bootstrap_servers, target.bootstrap_servers,
+                    {"orders": "orders"}, partitions={"orders": 4})
+    run.produce(rate=1000, duration=10)          # starts the capture first
+    report = run.verify()                        # waits for the capture, runs Spark
+    report.assert_ok(p99_ms=500)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .capture import Capture
+from .producer import MirrorProducer, TopicLanes
+from .rundir import REPORT_FILE, Manifest
+
+if TYPE_CHECKING:
+    from .verify import MirrorReport
+
+__all__ = ["MirrorRun"]
+
+log = logging.getLogger("pytest_kafka_mirror.run")
+
+
+class MirrorRun:
+    """Produce to ``topics`` on the source and verify their copies on the target."""
+
+    def __init__(
+        self,
+        run_dir: str | os.PathLike[str],
+        source_bootstrap: str,
+        target_bootstrap: str,
+        topics: dict[str, str],
+        *,
+        partitions: dict[str, int],
+        lanes: dict[str, int] | int | None = None,
+        drain_timeout: float = 30.0,
+        settle: float = 0.5,
+        topic_timeout: float = 60.0,
+        warmup_topic: str | None = None,
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.source_bootstrap = source_bootstrap
+        self.target_bootstrap = target_bootstrap
+        self.topics = dict(topics)  # source -> target
+        self.partitions = partitions
+        self.lanes = lanes
+        self.drain_timeout = drain_timeout
+        self.settle = settle
+        self.topic_timeout = topic_timeout
+        self.warmup_topic = warmup_topic
+        self.target_wait_seconds: float | None = None
+        self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle)
+        self.manifests: list[Manifest] = []
+        self.capture_status: dict[str, Any] | None = None
+        self.report: MirrorReport | None = None
+        self._capture_started = False
+
+    def _topic_lanes(self) -> list[TopicLanes]:
+        out = []
+        for topic in self.topics:
+            lanes = self.lanes.get(topic) if isinstance(self.lanes, dict) else self.lanes
+            out.append(TopicLanes(topic, self.partitions[topic], lanes))
+        return out
+
+    def start_capture(self) -> None:
+        if not self._capture_started:
+            self.capture.start()
+            self._capture_started = True
+
+    def produce(
+        self,
+        *,
+        rate: float | None,
+        duration: float | None = None,
+        count: int | None = None,
+        format: str = "headers",
+        message_size: int = 200,
+        producer_id: str | None = None,
+        config: dict[str, Any] | None = None,
+        wait_for_target: bool = True,
+    ) -> Manifest:
+        """Produce one batch of records (blocking) and record its manifest.
+
+        Argument errors are raised before anything is started.  With ``wait_for_target``
+        (the default) production starts only once the replicator has created the target
+        topics and the capture reads them, so the replicator's topic discovery time is not
+        counted as record latency; set it to False to measure discovery.
+        """
+        producer = MirrorProducer(
+            self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
+        )
+        topic_lanes = self._topic_lanes()
+        producer.check_size(topic_lanes)
+        self.start_capture()
+        if wait_for_target and self.target_wait_seconds is None:
+            self.target_wait_seconds = self.capture.wait_assigned(
+                {self.topics[t]: n for t, n in self.partitions.items() if t in self.topics},
+                self.topic_timeout,
+                hint="Hint: is the replicator running and does it mirror these topics (its topic filter)?",
+            )
+        manifest = producer.run(
+            topic_lanes,
+            rate=rate,
+            duration=duration,
+            count=count,
+            target_names=self.topics,
+            progress=lambda p: log.info("producing: %s", p),
+            warmup_topic=self.warmup_topic,
+        )
+        manifest.write(self.run_dir)
+        self.manifests.append(manifest)
+        return manifest
+
+    def finish(self, timeout: float | None = None) -> dict[str, Any]:
+        """Tell the capture the producers are done and wait for it to end."""
+        if self.capture_status is None:
+            self.start_capture()
+            self.capture.producers_done()
+            t0 = time.monotonic()
+            self.capture_status = self.capture.wait(timeout)
+            log.info("capture ended (%s) after %.2f s of draining", self.capture_status.get("reason"), time.monotonic() - t0)
+        return self.capture_status
+
+    def verify(self, *, spark: Any = None, master: str = "local[2]", examples: int = 20) -> MirrorReport:
+        """Finish the capture, run the Spark verification, write ``report.json``."""
+        from .verify import verify_run
+
+        self.finish()
+        self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples)
+        self.report.write(self.run_dir / REPORT_FILE)
+        return self.report
+
+    def close(self) -> None:
+        """Stop the capture if it still runs (a test failed before verifying)."""
+        self.capture.stop()
+
+    def __enter__(self) -> MirrorRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,135 @@
+"""The run directory: the contract between producer, capture and verifier.
+
+Every stage reads and writes plain files in one directory, so the stages can run in
+different processes (or on different hosts sharing the directory)::
+
+    RUN_DIR/
+      manifest-<producer-id>.json   one per producer: what the source acknowledged, per lane
+      capture/part-NNNNN.parquet    target records as the capture saw them (CAPTURE_SCHEMA)
+      capture-status.json           how the capture ended (reason, counts)
+      report.json                   the verifier's MirrorReport
+
+The manifest stores acknowledged sequence numbers as inclusive ranges, so its size grows
+with the number of gaps, not with the number of records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CAPTURE_DIR",
+    "CAPTURE_SCHEMA_FIELDS",
+    "CAPTURE_STATUS",
+    "LaneManifest",
+    "Manifest",
+    "capture_schema",
+    "load_manifests",
+    "write_json_atomic",
+]
+
+MANIFEST_VERSION = 1
+CAPTURE_DIR = "capture"
+CAPTURE_STATUS = "capture-status.json"
+REPORT_FILE = "report.json"
+
+#: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
+#: (the capture maps target names back); identification columns are null for records
+#: that are not ours (``kind == "foreign"``) or whose metadata was stripped
+#: (``kind == "headerless"``: only ``lane`` is known, from the key).
+CAPTURE_SCHEMA_FIELDS: list[tuple[str, str]] = [
+    ("topic", "string"),  # source topic
+    ("target_topic", "string"),
+    ("partition", "int32"),  # target partition
+    ("offset", "int64"),  # target offset
+    ("kind", "string"),  # records.Kind value: headers | body | headerless | foreign
+    ("producer_id", "string"),
+    ("lane", "int32"),
+    ("seq", "int64"),
+    ("produce_ts_us", "int64"),  # producer wall clock, microseconds since epoch
+    ("arrival_ts_us", "int64"),  # capture wall clock when the record was consumed
+    ("record_ts_ms", "int64"),  # Kafka record timestamp on the target
+    ("size", "int32"),  # key + value + headers bytes as received
+    ("checksum_ok", "bool"),  # payload CRC matches (null when unknown)
+    ("evidence", "string"),  # foreign records: a short repr of key/value, else null
+]
+
+
+def capture_schema() -> Any:
+    """The Arrow schema of capture segments (imports pyarrow lazily)."""
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "int32": pa.int32(), "int64": pa.int64(), "bool": pa.bool_()}
+    return pa.schema([(name, types[t]) for name, t in CAPTURE_SCHEMA_FIELDS])
+
+
+@dataclass
+class LaneManifest:
+    """What one producer sent to one lane of one topic, and what the source acknowledged.
+
+    ``sent`` sequences ``0 .. sent-1`` were handed to the client; ``acked`` are the inclusive
+    ranges the source broker confirmed; ``failed`` the ranges whose delivery report was an
+    error.  Sequences neither acked nor failed were never reported (the producer was killed).
+    """
+
+    topic: str
+    lane: int
+    partition: int
+    sent: int = 0
+    acked: list[list[int]] = field(default_factory=list)
+    failed: list[list[int]] = field(default_factory=list)
+
+    @property
+    def acked_count(self) -> int:
+        return sum(b - a + 1 for a, b in self.acked)
+
+
+@dataclass
+class Manifest:
+    producer_id: str
+    format: str  # "headers" | "body"
+    message_size: int
+    rate: float | None  # requested messages/s per topic, None = unthrottled
+    started_us: int
+    finished_us: int
+    #: source topic -> target topic, as mapped by the replicator's naming policy
+    topics: dict[str, str]
+    lanes: list[LaneManifest]
+    version: int = MANIFEST_VERSION
+    #: free-form figures of the producer run (achieved rate, schedule slip, errors)
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Manifest:
+        d = dict(d)
+        if d.get("version") != MANIFEST_VERSION:
+            raise ValueError(f"unsupported manifest version {d.get('version')!r} (expected {MANIFEST_VERSION})")
+        d["lanes"] = [LaneManifest(**lane) for lane in d["lanes"]]
+        return cls(**d)
+
+    def write(self, run_dir: str | os.PathLike[str]) -> Path:
+        path = Path(run_dir) / f"manifest-{self.producer_id}.json"
+        write_json_atomic(path, self.to_dict())
+        return path
+
+
+def load_manifests(run_dir: str | os.PathLike[str]) -> list[Manifest]:
+    """All manifests of a run, sorted by producer id."""
+    return [
+        Manifest.from_dict(json.loads(p.read_text()))
+        for p in sorted(Path(run_dir).glob("manifest-*.json"))
+    ]
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON so a concurrent reader never sees a half-written file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=False))
+    os.replace(tmp, path)
