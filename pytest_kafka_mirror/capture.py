@@ -126,7 +126,7 @@ class _Writer:
 def _run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    from .records import Kind, decode
+    from .records import FOREIGN, Kind, decode
 
     run_dir = Path(args.run_dir)
     mapping: dict[str, str] = json.loads(args.topics)  # target -> source
@@ -226,13 +226,19 @@ def _run(args: argparse.Namespace) -> int:
                     if m.error().code() != KafkaError._PARTITION_EOF:
                         print(f"capture: consume error: {m.error()}", flush=True)
                     continue
-                key, value, headers = m.key(), m.value(), m.headers()
-                d = decode(key, value, headers)
                 target = m.topic()
                 source = mapping.get(target, target)
-                size = (len(key) if key else 0) + (len(value) if value else 0)
-                if headers:
-                    size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+                key, value, headers = m.key(), m.value(), m.headers()
+                try:
+                    d = decode(key, value, headers)
+                    size = (len(key) if key else 0) + (len(value) if value else 0)
+                    if headers:
+                        size += sum(len(k) + (len(v) if v else 0) for k, v in headers)
+                    evidence = (
+                        f"key={(key or b'')[:40]!r} value={(value or b'')[:80]!r}" if d.kind is Kind.FOREIGN else None
+                    )
+                except Exception as exc:  # noqa: BLE001 - one odd record must not end the capture
+                    d, size, evidence = FOREIGN, 0, f"undecodable record: {exc!r}"[:200]
                 c_topic.append(source)
                 c_ttopic.append(target)
                 c_part.append(m.partition())
@@ -246,21 +252,19 @@ def _run(args: argparse.Namespace) -> int:
                 c_rts.append(m.timestamp()[1])
                 c_size.append(size)
                 c_ok.append(d.checksum_ok)
+                c_ev.append(evidence)
                 if d.kind is Kind.FOREIGN:
                     counts["foreign"] += 1
-                    c_ev.append(f"key={key[:40]!r} value={(value or b'')[:80]!r}")
-                else:
-                    c_ev.append(None)
-                    if d.kind is Kind.HEADERLESS:
-                        counts["headerless"] += 1
-                    elif d.seq is not None and d.lane is not None and d.producer_id is not None:
-                        counts["ours"] += 1
-                        k = (source, d.producer_id, d.lane)
-                        bm = seen.get(k)
-                        if bm is None:
-                            bm = seen[k] = SeenBitmap()
-                        if not bm.add(d.seq):
-                            counts["duplicates_seen"] += 1
+                elif d.kind is Kind.HEADERLESS:
+                    counts["headerless"] += 1
+                elif d.seq is not None and d.lane is not None and d.producer_id is not None:
+                    counts["ours"] += 1
+                    k = (source, d.producer_id, d.lane)
+                    bm = seen.get(k)
+                    if bm is None:
+                        bm = seen[k] = SeenBitmap()
+                    if not bm.add(d.seq):
+                        counts["duplicates_seen"] += 1
             counts["records"] += len(msgs)
             last_progress = time.monotonic()
             if writer.pending() >= SEGMENT_ROWS:

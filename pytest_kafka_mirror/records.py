@@ -30,6 +30,7 @@ __all__ = [
     "HDR_SEQ",
     "HDR_TS",
     "Decoded",
+    "FOREIGN",
     "Kind",
     "RecordEncoder",
     "decode",
@@ -187,7 +188,7 @@ def _lane_of(key: bytes | None) -> int | None:
     return int(key)
 
 
-_FOREIGN = Decoded(Kind.FOREIGN, None, None, None, None, None)
+FOREIGN = Decoded(Kind.FOREIGN, None, None, None, None, None)
 
 
 def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Decoded:
@@ -208,9 +209,9 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
                     _checksum_ok(value or b""),
                 )
             except (KeyError, ValueError, UnicodeDecodeError, TypeError):
-                return _FOREIGN
+                return FOREIGN
     if not value:
-        return _FOREIGN
+        return FOREIGN
     parts = value.split(b";", 3)
     if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
         try:
@@ -223,9 +224,9 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
                 _checksum_ok(parts[3]),
             )
         except UnicodeDecodeError:
-            return _FOREIGN
+            return FOREIGN
     if _checksum_ok(value) and _lane_of(key) is not None:
         # Our payload (valid checksum) without any metadata: a headers-format record
         # whose headers the replicator dropped.
         return Decoded(Kind.HEADERLESS, None, _lane_of(key), None, None, True)
-    return _FOREIGN
+    return FOREIGN

@@ -150,7 +150,9 @@ class KafkaAdminMixin:
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, or None when it does not exist."""
-        md = self.admin().list_topics(topic, timeout=self.admin_timeout)
+        # Ask for all topics: a metadata request naming an unknown topic makes some brokers
+        # (Tansu among them, whatever allow.auto.create.topics says) create it.
+        md = self.admin().list_topics(timeout=self.admin_timeout)
         t = md.topics.get(topic)
         if t is None or t.error is not None:
             return None

@@ -1,0 +1,222 @@
+"""pytest entry point (``pytest11: kafka_mirror``): options, ini keys, marker, fixtures, summary.
+
+This module is imported by every pytest run on a machine where the plugin is installed,
+including ``pytest --help`` and unrelated projects, so it imports nothing heavy: Kafka
+clients, pyarrow and pyspark are imported inside the fixtures that need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .config import OPTIONS, Settings, SettingsError, resolve_settings
+from .session import KafkaMirrorSession, MirrorProducerFactory, MirrorTopics, MirrorVerifier
+
+if TYPE_CHECKING:
+    from .clusters import Cluster
+    from .replicators import Replicator
+
+__all__ = ["SESSION_KEY"]
+
+SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
+MARKER = "kafka_mirror"
+#: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("kafka-mirror", "test Kafka cross-cluster mirroring (pytest-kafka-mirror)")
+    for opt in OPTIONS:
+        group.addoption(
+            opt.flag,
+            dest=opt.dest,
+            metavar=opt.metavar,
+            type=opt.argparse_type,
+            default=None,  # None = not given: the ini key, then the env var, then the default apply
+            help=f"{opt.help} Also ini {opt.ini}, env {opt.env}. Default: {opt.default!r}",
+        )
+        parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
+
+
+def _session(config: pytest.Config) -> KafkaMirrorSession:
+    return config.stash[SESSION_KEY]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS): "
+        "per-test overrides of pytest-kafka-mirror settings.",
+    )
+    cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
+    try:
+        settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath))
+    except SettingsError as exc:
+        raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
+    config.stash[SESSION_KEY] = KafkaMirrorSession(settings)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    s = config.stash.get(SESSION_KEY, None)
+    if s is None:
+        return None
+    st = s.settings
+    if not st.non_default() and config.getoption("verbose") <= 0:
+        return None
+    return [
+        f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
+        f"spark={st.spark_master} reports={st.report_dir}"
+    ]
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for mark in item.iter_markers(MARKER):
+        unknown = set(mark.kwargs) - MARKER_KWARGS
+        if unknown or mark.args:
+            raise pytest.UsageError(
+                f"{item.nodeid}: @pytest.mark.{MARKER} got unknown arguments "
+                f"{sorted(unknown) or list(mark.args)}; accepted keywords: {', '.join(sorted(MARKER_KWARGS))}"
+            )
+
+
+def _marker_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mark in reversed(list(request.node.iter_markers(MARKER))):
+        out.update(mark.kwargs)
+    return out
+
+
+# ----------------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="session")
+def kafka_mirror_settings(pytestconfig: pytest.Config) -> Settings:
+    """The effective pytest-kafka-mirror settings (options > ini > env > defaults)."""
+    return _session(pytestconfig).settings
+
+
+def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
+    from .clusters import ClusterError
+
+    session = _session(request.config)
+    cluster = session.make_cluster(role, tmp_path_factory.mktemp(f"kafka-mirror-{role}"))
+    try:
+        try:
+            cluster.start()
+        except ClusterError as exc:
+            pytest.fail(f"kafka-mirror {role} cluster ({cluster.spec}): {exc}", pytrace=False)
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def source_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
+    """The source cluster (``--kafka-mirror-source``), started once per session and stopped at its end."""
+    yield from _start_cluster(request, "source", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def target_cluster(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
+    """The target cluster (``--kafka-mirror-target``), started once per session and stopped at its end."""
+    yield from _start_cluster(request, "target", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def replicator(
+    request: pytest.FixtureRequest,
+    source_cluster: Cluster,
+    target_cluster: Cluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Generator[Replicator, None, None]:
+    """The replicator under test (``--kafka-mirror-replicator``), mirroring every test topic."""
+    from .replicators import ReplicatorError
+
+    session = _session(request.config)
+    rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
+    try:
+        try:
+            rep.start()
+        except ReplicatorError as exc:
+            pytest.fail(f"kafka-mirror replicator ({rep.spec}): {exc}", pytrace=False)
+        yield rep
+    finally:
+        rep.stop()
+
+
+@pytest.fixture
+def mirror_topics(request: pytest.FixtureRequest, source_cluster: Cluster) -> MirrorTopics:
+    """Factory: ``mirror_topics(n=1, partitions=3)`` creates uniquely named source topics."""
+    return MirrorTopics(source_cluster, _session(request.config).settings.topic_prefix, request.node.name)
+
+
+@pytest.fixture
+def mirror_producer(
+    request: pytest.FixtureRequest,
+    source_cluster: Cluster,
+    target_cluster: Cluster,
+    replicator: Replicator,
+    mirror_topics: MirrorTopics,
+    tmp_path: Path,
+) -> Generator[MirrorProducerFactory, None, None]:
+    """Factory: ``mirror_producer(topics, rate=MSG_PER_S, duration=S | count=N, format=, message_size=)``.
+
+    Starts a capture of the target topics, produces (blocking) and returns the
+    :class:`~pytest_kafka_mirror.run.MirrorRun` to hand to ``mirror_verifier``.
+    """
+    factory = MirrorProducerFactory(
+        _session(request.config), source_cluster, target_cluster, replicator, tmp_path, mirror_topics,
+        overrides=_marker_overrides(request),
+    )
+    try:
+        yield factory
+    finally:
+        factory.close()
+
+
+@pytest.fixture
+def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
+    """``mirror_verifier(run)`` waits for the capture, runs the Spark verification and
+    returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON)."""
+    verifier = MirrorVerifier(_session(request.config), request.node.nodeid)
+    request.node.stash[_VERIFIER_KEY] = verifier
+    return verifier
+
+
+_VERIFIER_KEY = pytest.StashKey[MirrorVerifier]()
+
+
+# ----------------------------------------------------------------------------- reporting
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    verifier = item.stash.get(_VERIFIER_KEY, None)
+    if report.when == "call" and verifier is not None:
+        for i, r in enumerate(verifier.reports):
+            t = r.totals
+            report.user_properties.append((f"kafka_mirror{i or ''}", {k: t[k] for k in sorted(t)}))
+        if report.failed:
+            rep = item.funcargs.get("replicator") if hasattr(item, "funcargs") else None
+            if rep is not None:
+                report.sections.append(("kafka-mirror replicator log (last 40 lines)", rep.logs(40)))
+    return report
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    s = config.stash.get(SESSION_KEY, None)
+    if s is None or not s.reports:
+        return
+    tr = terminalreporter
+    tr.write_sep("-", "kafka-mirror")
+    for nodeid, report, _path in s.reports:
+        tr.write_line(f"{nodeid}: {report.summary()}")
+    tr.write_line(f"reports: {s.settings.report_dir}")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    s = session.config.stash.get(SESSION_KEY, None)
+    if s is not None:
+        s.stop_spark()

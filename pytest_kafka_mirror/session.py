@@ -1,0 +1,225 @@
+"""Run state shared by the fixtures: infrastructure lifecycle, runs, reports.
+
+One :class:`KafkaMirrorSession` per pytest process (controller or xdist worker), created
+in ``pytest_configure`` and kept in ``config.stash``.  The fixtures in ``plugin.py`` are
+thin wrappers around the facades here, which are plain Python and usable without pytest.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .config import Settings
+
+if TYPE_CHECKING:
+    from .clusters import Cluster
+    from .replicators import Replicator
+    from .run import MirrorRun
+    from .verify import MirrorReport
+
+__all__ = ["KafkaMirrorSession", "MirrorProducerFactory", "MirrorTopics", "MirrorVerifier", "WARMUP_TOPIC"]
+
+log = logging.getLogger("pytest_kafka_mirror")
+
+#: A topic outside the mirrored set, for warm-up records (see MirrorProducer.run).
+WARMUP_TOPIC = "kafka-mirror-warmup"
+
+
+def worker_id() -> str:
+    """The xdist worker id (gw0, gw1, ...), or "master" when not distributed."""
+    return os.environ.get("PYTEST_XDIST_WORKER", "master")
+
+
+def _slug(text: str, limit: int) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "test"
+
+
+class KafkaMirrorSession:
+    """Everything one pytest process knows about mirror runs."""
+
+    def __init__(self, settings: Settings, basetemp: Path | None = None) -> None:
+        self.settings = settings
+        self.basetemp = basetemp
+        self.reports: list[tuple[str, MirrorReport, Path]] = []  # (nodeid, report, json path)
+        self.spark: Any = None
+
+    # -- infrastructure ----------------------------------------------------------------
+    def make_cluster(self, role: str, workdir: Path) -> Cluster:
+        from .clusters import make_cluster
+
+        spec = self.settings.source if role == "source" else self.settings.target
+        return make_cluster(role, spec, workdir)
+
+    def make_replicator(self, source: Cluster, target: Cluster, workdir: Path) -> Replicator:
+        kind = self.settings.replicator.kind
+        if kind == "reference":
+            from .replicators.reference import ReferenceReplicator
+
+            return ReferenceReplicator(
+                source.bootstrap_servers,
+                target.bootstrap_servers,
+                workdir,
+                topics=f"^{re.escape(self.settings.topic_prefix)}-",
+                naming=self.settings.naming,
+                startup_timeout=self.settings.startup_timeout,
+                warmup_topic=WARMUP_TOPIC,
+            )
+        raise ValueError(f"replicator backend {kind!r} is not available")  # pragma: no cover - spec parser guards
+
+    def get_spark(self) -> Any:
+        if self.spark is None:
+            from .verify import get_spark
+
+            self.spark = get_spark(self.settings.spark_master)
+        return self.spark
+
+    def stop_spark(self) -> None:
+        if self.spark is not None:
+            from .verify import stop_spark
+
+            stop_spark()
+            self.spark = None
+
+    def report_path(self, nodeid: str, index: int) -> Path:
+        name = _slug(nodeid.replace("::", "."), 150)
+        suffix = f"-{index}" if index else ""
+        return self.settings.report_dir / f"{name}{suffix}.json"
+
+
+class MirrorTopics:
+    """Creates uniquely named topics on the source cluster (prefix + worker + test + uuid)."""
+
+    def __init__(self, source: Cluster, prefix: str, test_name: str) -> None:
+        self.source = source
+        self.prefix = prefix
+        self.test_name = test_name
+        self.created: dict[str, int] = {}
+
+    def __call__(self, n: int = 1, *, partitions: int = 3, name: str | None = None) -> list[str]:
+        """Create ``n`` topics with ``partitions`` partitions each and return their names."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        if partitions < 1:
+            raise ValueError(f"partitions must be >= 1, got {partitions}")
+        base = f"{self.prefix}-{worker_id()}-{_slug(name or self.test_name, 60)}-{uuid.uuid4().hex[:6]}"
+        names = [base if n == 1 else f"{base}-{i}" for i in range(n)]
+        for t in names:
+            self.source.create_topic(t, partitions)
+            self.created[t] = partitions
+        return names
+
+
+class MirrorProducerFactory:
+    """``mirror_producer(topics, rate=..., duration=...)`` → a produced :class:`MirrorRun`."""
+
+    def __init__(
+        self,
+        session: KafkaMirrorSession,
+        source: Cluster,
+        target: Cluster,
+        replicator: Replicator,
+        run_root: Path,
+        topics: MirrorTopics,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.session = session
+        self.source = source
+        self.target = target
+        self.replicator = replicator
+        self.run_root = run_root
+        self.topics = topics
+        self.overrides = overrides or {}
+        self.runs: list[MirrorRun] = []
+
+    def new_run(self, topics: Sequence[str], *, lanes: dict[str, int] | int | None = None) -> MirrorRun:
+        """A run over ``topics`` without producing yet (for several producers in one run)."""
+        from .run import MirrorRun
+
+        if isinstance(topics, str):
+            topics = [topics]
+        if not topics:
+            raise ValueError("mirror_producer needs at least one topic (see the mirror_topics fixture)")
+        partitions: dict[str, int] = {}
+        for t in topics:
+            n = self.topics.created.get(t) or self.source.partitions(t)
+            if n is None:
+                raise ValueError(f"topic {t!r} does not exist on the source cluster; create it with mirror_topics()")
+            partitions[t] = n
+        s = self.session.settings
+        run = MirrorRun(
+            self.run_root / f"run-{len(self.runs)}",
+            self.source.bootstrap_servers,
+            self.target.bootstrap_servers,
+            {t: self.replicator.target_topic(t) for t in topics},
+            partitions=partitions,
+            lanes=lanes,
+            drain_timeout=float(self.overrides.get("drain_timeout", s.drain_timeout)),
+            settle=float(self.overrides.get("settle", s.settle)),
+            topic_timeout=float(self.overrides.get("topic_timeout", s.startup_timeout)),
+            warmup_topic=self._warmup_topic(),
+        )
+        self.runs.append(run)
+        return run
+
+    def _warmup_topic(self) -> str | None:
+        try:
+            return self.source.ensure_topic(WARMUP_TOPIC)  # type: ignore[attr-defined, no-any-return]
+        except Exception as exc:  # noqa: BLE001 - a cluster that refuses topic creation: no warm-up
+            log.warning("no warm-up topic on the source (%s); the first records carry client start-up latency", exc)
+            return None
+
+    def __call__(
+        self,
+        topics: Sequence[str] | str,
+        *,
+        rate: float | None,
+        duration: float | None = None,
+        count: int | None = None,
+        format: str | None = None,
+        message_size: int | None = None,
+        lanes: dict[str, int] | int | None = None,
+        wait_for_target: bool = True,
+        config: dict[str, Any] | None = None,
+    ) -> MirrorRun:
+        """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records."""
+        run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes)
+        s = self.session.settings
+        run.produce(
+            rate=rate,
+            duration=duration,
+            count=count,
+            format=format or s.format,
+            message_size=message_size or s.message_size,
+            wait_for_target=wait_for_target,
+            config=config,
+        )
+        return run
+
+    def close(self) -> None:
+        for run in self.runs:
+            run.close()
+
+
+class MirrorVerifier:
+    """``mirror_verifier(run)`` → :class:`MirrorReport`, saved as JSON in the report dir."""
+
+    def __init__(self, session: KafkaMirrorSession, nodeid: str) -> None:
+        self.session = session
+        self.nodeid = nodeid
+        self.reports: list[MirrorReport] = []
+
+    def __call__(self, run: MirrorRun, *, examples: int = 20) -> MirrorReport:
+        __tracebackhide__ = True
+        report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
+        path = self.session.report_path(self.nodeid, len(self.reports))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report.write(path)
+        self.reports.append(report)
+        self.session.reports.append((self.nodeid, report, path))
+        return report

@@ -1,0 +1,1 @@
+"""Scenarios are ordinary tests; the fixtures come from the pytest-kafka-mirror plugin."""
