@@ -1,0 +1,559 @@
+"""MirrorReport: what the verifier found, as data, JSON, and assertions with readable diffs.
+
+A report is plain data (dataclasses of ints, floats, strings and lists), so it can be
+written next to the run, loaded back later, compared against a baseline, and asserted on
+without Spark.  The assertion methods raise :class:`MirrorMismatchError` whose message is
+a complete diff a person can act on: totals first, then per lane the missing sequence
+ranges, then a table of example records.
+
+Figures (see ``verify/job.py`` for how they are computed):
+
+expected
+    records the source acknowledged (manifest ``acked`` ranges).
+received / distinct
+    identified records on the target (metadata intact), and distinct sequence numbers.
+lost / unseen
+    acknowledged records that never arrived.  *lost*: a record of the same lane with a
+    higher sequence arrived (acknowledged or not), so the replicator moved past it;
+    *unseen*: nothing higher arrived (tail not drained, or the whole lane lost).  Both
+    break at-least-once delivery.
+duplicated
+    extra copies (received - distinct).
+reordered
+    records whose first copy arrived behind a higher sequence of their lane, in offset
+    order of one target partition (later copies are duplicates, not reorders).
+phantom, corrupted, headers_lost, foreign, lane_split
+    records never acknowledged (rows, unknown producers included); bad payload checksum;
+    metadata headers stripped; not our records at all; lanes seen in several target
+    partitions.
+
+Latency is that of the first arrival of each acknowledged record; percentiles are exact
+nearest-rank values (the value at rank ``ceil(q * count)``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "REPORT_VERSION",
+    "TOTAL_FIELDS",
+    "LaneStats",
+    "LatencyStats",
+    "MirrorMismatchError",
+    "MirrorReport",
+    "MissingRange",
+    "compact_ranges",
+    "format_ranges",
+    "format_table",
+]
+
+REPORT_VERSION = 1
+
+#: Report totals, in the order messages and summaries show them.
+TOTAL_FIELDS = (
+    "expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered",
+    "phantom", "corrupted", "headers_lost", "foreign", "lane_split",
+)  # fmt: skip
+
+#: Messages stay readable whatever the size of the failure: at most this many lanes,
+#: ranges per lane and example rows are printed, the rest is counted.
+MAX_LANES_SHOWN = 20
+MAX_RANGES_SHOWN = 20
+MAX_EXAMPLES_SHOWN = 10
+
+
+class MirrorMismatchError(AssertionError):
+    """The mirrored data does not match what the source acknowledged.
+
+    An ``AssertionError`` so pytest reports it as a test failure, not an error.
+    """
+
+
+@dataclass
+class MissingRange:
+    """Inclusive range ``first..last`` of acknowledged sequences that never arrived."""
+
+    first: int
+    last: int
+    kind: str  # "lost" | "unseen"
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first + 1
+
+    def __str__(self) -> str:
+        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+
+
+@dataclass
+class LaneStats:
+    """Figures of one lane: (source topic, producer id, lane number).
+
+    ``missing_ranges`` holds the first ranges in sequence order (the verifier caps how many
+    it keeps); ``missing_range_count`` is the exact number of ranges.
+    """
+
+    topic: str
+    producer_id: str
+    lane: int
+    target_topic: str | None = None
+    source_partition: int | None = None  # from the manifest; None for lanes nobody acknowledged
+    partitions: list[int] = field(default_factory=list)  # target partitions the lane was seen in
+    expected: int = 0
+    received: int = 0
+    distinct: int = 0
+    lost: int = 0
+    unseen: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    phantom: int = 0
+    corrupted: int = 0
+    missing_ranges: list[MissingRange] = field(default_factory=list)
+    missing_range_count: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}/{self.producer_id}/lane {self.lane}"
+
+    @property
+    def where(self) -> str:
+        """Where to look on the target, for messages."""
+        if len(self.partitions) == 1:
+            return f"target partition {self.partitions[0]}"
+        if self.partitions:
+            return "target partitions " + ", ".join(map(str, self.partitions))
+        if self.source_partition is not None:
+            return f"source partition {self.source_partition}, nothing arrived"
+        return "nothing arrived"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LaneStats:
+        d = dict(d)
+        d["missing_ranges"] = [MissingRange(**r) for r in d.get("missing_ranges", [])]
+        return cls(**d)
+
+
+@dataclass
+class LatencyStats:
+    """Replication latency in milliseconds of the first arrival of each acknowledged record.
+
+    ``histogram`` counts records per bucket of the report's ``histogram_bounds_ms``
+    (upper bounds, inclusive); its last entry counts records above the last bound.
+    Figures are None when no record arrived.
+    """
+
+    count: int = 0
+    min_ms: float | None = None
+    mean_ms: float | None = None
+    p50_ms: float | None = None
+    p90_ms: float | None = None
+    p99_ms: float | None = None
+    p999_ms: float | None = None
+    max_ms: float | None = None
+    histogram: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LatencyStats:
+        return cls(**d)
+
+
+# -- pure formatting helpers (no Spark; unit-tested directly) ---------------------------
+
+
+def compact_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
+    """Compact integers into sorted inclusive ``(first, last)`` ranges (duplicates ignored)."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(seqs)):
+        if out and s == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out
+
+
+def format_ranges(ranges: Sequence[MissingRange | tuple[int, int]], total: int | None = None,
+                  limit: int = MAX_RANGES_SHOWN) -> str:
+    """``1200-1249, 1301, ... and 7 more ranges``: at most ``limit`` ranges, the rest counted.
+
+    ``total`` is the exact number of ranges when ``ranges`` was already capped.
+    """
+    parts = [str(r) if isinstance(r, MissingRange) else str(MissingRange(r[0], r[1], "")) for r in ranges[:limit]]
+    more = (len(ranges) if total is None else max(total, len(ranges))) - len(parts)
+    if more > 0:
+        parts.append(f"... and {more} more range{'s' if more != 1 else ''}")
+    return ", ".join(parts)
+
+
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = MAX_EXAMPLES_SHOWN) -> str:
+    """A left-aligned text table of ``rows`` (missing values blank), capped at ``limit`` rows."""
+    shown = [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows[:limit]]
+    widths = [max([len(c)] + [len(row[i]) for row in shown]) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in shown]
+    if len(rows) > limit:
+        lines.append(f"... and {len(rows) - limit} more")
+    return "\n".join("    " + line for line in lines)
+
+
+_FIGURE_LABELS = {"p50_ms": "p50", "p90_ms": "p90", "p99_ms": "p99", "p999_ms": "p99.9", "max_ms": "max"}
+
+
+def _ms(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}".rstrip("0").rstrip(".") + " ms"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+#: Columns of the example tables, per anomaly.
+_EXAMPLE_COLUMNS: dict[str, tuple[str, ...]] = {
+    "lost": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "partition"),
+    "unseen": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "partition"),
+    "duplicated": ("topic", "producer_id", "lane", "seq", "copies", "at"),
+    "reordered": ("topic", "producer_id", "lane", "seq", "after_seq", "partition", "offset"),
+    "phantom": ("topic", "producer_id", "lane", "seq", "why", "copies", "partition", "offset"),
+    "corrupted": ("topic", "producer_id", "lane", "seq", "partition", "offset"),
+    "headers_lost": ("topic", "target_topic", "lane", "partition", "offset"),
+    "foreign": ("target_topic", "partition", "offset", "evidence"),
+}
+
+
+@dataclass
+class MirrorReport:
+    """Everything the verifier found in one run directory."""
+
+    run_dir: str
+    expected: int = 0
+    received: int = 0
+    distinct: int = 0
+    lost: int = 0
+    unseen: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    phantom: int = 0
+    corrupted: int = 0
+    headers_lost: int = 0
+    foreign: int = 0
+    lane_split: int = 0
+    lanes: list[LaneStats] = field(default_factory=list)
+    latency: LatencyStats = field(default_factory=LatencyStats)
+    latency_by_topic: dict[str, LatencyStats] = field(default_factory=dict)
+    histogram_bounds_ms: list[float] = field(default_factory=list)
+    #: anomaly name (keys of ``_EXAMPLE_COLUMNS``) -> up to N example rows
+    examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: contents of capture-status.json, {} when the capture wrote none
+    capture: dict[str, Any] = field(default_factory=dict)
+    version: int = REPORT_VERSION
+
+    # -- data ------------------------------------------------------------------------
+
+    @property
+    def totals(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in TOTAL_FIELDS}
+
+    @property
+    def histogram(self) -> list[tuple[float, int]]:
+        """``(upper bound ms, count)`` pairs of the overall latency histogram; the last bound is +inf."""
+        bounds = [*self.histogram_bounds_ms, float("inf")]
+        # strict=False: a report of a run where nothing arrived may have no histogram at all.
+        return list(zip(bounds, self.latency.histogram, strict=False))
+
+    def lane(self, topic: str, producer_id: str, lane: int) -> LaneStats:
+        """The stats of one lane; KeyError names the lanes that exist."""
+        for stats in self.lanes:
+            if (stats.topic, stats.producer_id, stats.lane) == (topic, producer_id, lane):
+                return stats
+        raise KeyError(f"no lane {topic}/{producer_id}/lane {lane} in the report; lanes: "
+                       + ", ".join(s.name for s in self.lanes[:MAX_LANES_SHOWN]))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["lanes"] = [lane.to_dict() for lane in self.lanes]
+        d["latency"] = self.latency.to_dict()
+        d["latency_by_topic"] = {t: s.to_dict() for t, s in self.latency_by_topic.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> MirrorReport:
+        d = dict(d)
+        if d.get("version", REPORT_VERSION) != REPORT_VERSION:
+            raise ValueError(f"unsupported report version {d.get('version')!r} (expected {REPORT_VERSION})")
+        d["lanes"] = [LaneStats.from_dict(x) for x in d.get("lanes", [])]
+        d["latency"] = LatencyStats.from_dict(d.get("latency", {}))
+        d["latency_by_topic"] = {t: LatencyStats.from_dict(x) for t, x in d.get("latency_by_topic", {}).items()}
+        return cls(**d)
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the report as JSON (atomically: readers never see half a file)."""
+        from pytest_kafka_mirror.rundir import write_json_atomic
+
+        p = Path(path)
+        write_json_atomic(p, self.to_dict())
+        return p
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> MirrorReport:
+        """Load a report written by :meth:`write`; a run directory means its ``report.json``."""
+        from pytest_kafka_mirror.rundir import REPORT_FILE
+
+        p = Path(path)
+        if p.is_dir():
+            p = p / REPORT_FILE
+        return cls.from_dict(json.loads(p.read_text()))
+
+    def summary(self) -> str:
+        """One line: every total, then p50 / p99 latency."""
+        totals = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in self.totals.items())
+        return f"{totals}; latency p50 {_ms(self.latency.p50_ms)}, p99 {_ms(self.latency.p99_ms)}"
+
+    # -- assertions --------------------------------------------------------------------
+
+    def assert_no_loss(self) -> None:
+        """Every acknowledged record arrived at least once (lost + unseen == 0)."""
+        __tracebackhide__ = True
+        self._raise([self._check_loss()])
+
+    def assert_in_order(self, max_reordered: int = 0) -> None:
+        """At most ``max_reordered`` records arrived behind a higher sequence of their lane."""
+        __tracebackhide__ = True
+        self._raise([self._check_order(max_reordered)])
+
+    def assert_no_duplicates(self, max_duplicated: int = 0) -> None:
+        """At most ``max_duplicated`` extra copies arrived (exactly-once when 0)."""
+        __tracebackhide__ = True
+        self._raise([self._check_duplicates(max_duplicated)])
+
+    def assert_no_phantoms(self) -> None:
+        """Nothing arrived that the source did not acknowledge."""
+        __tracebackhide__ = True
+        self._raise([self._check_phantoms()])
+
+    def assert_no_corruption(self) -> None:
+        """Every payload arrived with a valid checksum."""
+        __tracebackhide__ = True
+        self._raise([self._check_corruption()])
+
+    def assert_headers_intact(self) -> None:
+        """No record lost its metadata headers on the way."""
+        __tracebackhide__ = True
+        self._raise([self._check_headers()])
+
+    def assert_no_foreign(self) -> None:
+        """The target topics hold nothing but our records."""
+        __tracebackhide__ = True
+        self._raise([self._check_foreign()])
+
+    def assert_no_lane_split(self) -> None:
+        """Every lane arrived in a single target partition (per-key ordering kept)."""
+        __tracebackhide__ = True
+        self._raise([self._check_lane_split()])
+
+    def assert_latency(self, *, p50_ms: float | None = None, p90_ms: float | None = None,
+                       p99_ms: float | None = None, p999_ms: float | None = None,
+                       max_ms: float | None = None) -> None:
+        """Each given latency figure (ms, first arrival of each record) is at most its limit."""
+        __tracebackhide__ = True
+        self._raise([self._check_latency(p50_ms=p50_ms, p90_ms=p90_ms, p99_ms=p99_ms, p999_ms=p999_ms, max_ms=max_ms)])
+
+    def assert_ok(self, *, allow_duplicates: bool = False, max_reordered: int = 0, allow_phantoms: bool = False,
+                  allow_headers_lost: bool = False, allow_foreign: bool = False, allow_lane_split: bool = False,
+                  p50_ms: float | None = None, p90_ms: float | None = None, p99_ms: float | None = None,
+                  p999_ms: float | None = None, max_ms: float | None = None) -> None:
+        """Check everything at once and report every failure together.
+
+        Loss and corruption always fail; the ``allow_*`` toggles state a scenario's
+        tolerance explicitly (e.g. ``allow_duplicates=True`` for at-least-once mirroring).
+        """
+        __tracebackhide__ = True
+        checks = [self._check_loss(), self._check_corruption()]
+        if not allow_duplicates:
+            checks.append(self._check_duplicates(0))
+        checks.append(self._check_order(max_reordered))
+        if not allow_phantoms:
+            checks.append(self._check_phantoms())
+        if not allow_headers_lost:
+            checks.append(self._check_headers())
+        if not allow_foreign:
+            checks.append(self._check_foreign())
+        if not allow_lane_split:
+            checks.append(self._check_lane_split())
+        checks.append(self._check_latency(p50_ms=p50_ms, p90_ms=p90_ms, p99_ms=p99_ms, p999_ms=p999_ms, max_ms=max_ms))
+        self._raise(checks)
+
+    # -- message building ----------------------------------------------------------------
+
+    def _raise(self, problems: Sequence[str | None]) -> None:
+        __tracebackhide__ = True
+        found = [p for p in problems if p]
+        if not found:
+            return
+        head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
+        reason = self.capture.get("reason")
+        if reason:
+            head += f"\ncapture ended: {reason}"
+        raise MirrorMismatchError("\n\n".join([head, *found]))
+
+    def _totals_line(self) -> str:
+        rest = [f"{name.replace('_', ' ')} {getattr(self, name)}" for name in TOTAL_FIELDS[3:] if getattr(self, name)]
+        line = f"expected {self.expected}, received {self.received} ({self.distinct} distinct)"
+        return line + (": " + ", ".join(rest) if rest else "")
+
+    def _lane_lines(self, pick: Callable[[LaneStats], bool], describe: Callable[[LaneStats], str]) -> list[str]:
+        """One line per lane for which ``pick(lane)`` is true, capped at MAX_LANES_SHOWN."""
+        chosen = [lane for lane in self.lanes if pick(lane)]
+        lines = [f"  {lane.name} ({lane.where}): {describe(lane)}" for lane in chosen[:MAX_LANES_SHOWN]]
+        if len(chosen) > MAX_LANES_SHOWN:
+            lines.append(f"  ... and {len(chosen) - MAX_LANES_SHOWN} more lanes")
+        return lines
+
+    def _examples(self, anomaly: str) -> list[str]:
+        rows = self.examples.get(anomaly) or []
+        if not rows:
+            return []
+        return [f"  examples ({anomaly}):", format_table(rows, _EXAMPLE_COLUMNS[anomaly])]
+
+    def _check_loss(self) -> str | None:
+        if self.lost + self.unseen == 0:
+            return None
+
+        def describe(lane: LaneStats) -> str:
+            parts = []
+            for kind in ("lost", "unseen"):
+                ranges = [r for r in lane.missing_ranges if r.kind == kind]
+                if getattr(lane, kind):
+                    # Ranges are capped per lane; when the cap cut this kind off, say how many.
+                    text = format_ranges(ranges) if ranges else "ranges beyond the stored ones"
+                    parts.append(f"{kind} {text}")
+            shown = len(lane.missing_ranges)
+            if lane.missing_range_count > shown:
+                parts.append(f"... and {lane.missing_range_count - shown} more ranges")
+            return "; ".join(parts)
+
+        lines = [
+            (
+                f"at-least-once violated: {self.lost + self.unseen} of {self.expected} acknowledged records never "
+                f"arrived (lost {self.lost}: a later record of the lane arrived; unseen {self.unseen}: nothing later "
+                f"arrived, the tail was not drained or the lane is gone)"
+            ),
+            *self._lane_lines(lambda s: s.lost + s.unseen > 0, describe),
+        ]
+        return "\n".join(lines + self._examples("lost") + self._examples("unseen"))
+
+    def _check_order(self, max_reordered: int) -> str | None:
+        if self.reordered <= max_reordered:
+            return None
+        lines = [
+            (
+                f"out of order: {_plural(self.reordered, 'record')} arrived behind a higher sequence of their lane "
+                f"in the same target partition (allowed {max_reordered})"
+            ),
+            *self._lane_lines(lambda s: s.reordered > 0, lambda s: f"{s.reordered} reordered"),
+        ]
+        return "\n".join(lines + self._examples("reordered"))
+
+    def _check_duplicates(self, max_duplicated: int) -> str | None:
+        if self.duplicated <= max_duplicated:
+            return None
+        lines = [
+            (
+                f"duplicates: {self.duplicated} extra {'copy' if self.duplicated == 1 else 'copies'} arrived "
+                f"(allowed {max_duplicated})"
+            ),
+            *self._lane_lines(lambda s: s.duplicated > 0, lambda s: f"{s.duplicated} duplicated"),
+        ]
+        return "\n".join(lines + self._examples("duplicated"))
+
+    def _check_phantoms(self) -> str | None:
+        if self.phantom == 0:
+            return None
+        lines = [
+            f"phantoms: {_plural(self.phantom, 'record')} arrived that the source never acknowledged",
+            *self._lane_lines(
+                lambda s: s.phantom > 0,
+                lambda s: f"{s.phantom} phantom" + ("" if s.expected else " (no such lane in any manifest)"),
+            ),
+        ]
+        return "\n".join(lines + self._examples("phantom"))
+
+    def _check_corruption(self) -> str | None:
+        if self.corrupted == 0:
+            return None
+        lines = [
+            f"corruption: {_plural(self.corrupted, 'record')} arrived with a bad payload checksum",
+            *self._lane_lines(lambda s: s.corrupted > 0, lambda s: f"{s.corrupted} corrupted"),
+        ]
+        return "\n".join(lines + self._examples("corrupted"))
+
+    def _check_headers(self) -> str | None:
+        if self.headers_lost == 0:
+            return None
+        return "\n".join([
+            (
+                f"headers lost: {_plural(self.headers_lost, 'record')} arrived without their km.* headers "
+                f"(the replicator dropped record headers; use the body format, or assert_ok(allow_headers_lost=True))"
+            ),
+            *self._examples("headers_lost"),
+        ])
+
+    def _check_foreign(self) -> str | None:
+        if self.foreign == 0:
+            return None
+        return "\n".join([
+            (
+                f"foreign records: {_plural(self.foreign, 'record')} on the target topics "
+                f"{'is' if self.foreign == 1 else 'are'} not ours "
+                f"(mangled beyond recognition, or written by something else)"
+            ),
+            *self._examples("foreign"),
+        ])
+
+    def _check_lane_split(self) -> str | None:
+        if self.lane_split == 0:
+            return None
+        lines = [
+            (
+                f"lanes split: {_plural(self.lane_split, 'lane')} arrived in more than one target partition "
+                f"(the replicator re-partitioned; per-key order is not kept)"
+            ),
+            *self._lane_lines(lambda s: len(s.partitions) > 1, lambda s: "split"),
+        ]
+        return "\n".join(lines)
+
+    def _check_latency(self, **limits: float | None) -> str | None:
+        failures = []
+        for name, limit in limits.items():
+            if limit is None:
+                continue
+            figure = _FIGURE_LABELS[name]
+            value = getattr(self.latency, name)
+            if value is None:
+                failures.append(f"latency {figure}: no record arrived, limit {_ms(limit)}")
+            elif value > limit:
+                by_topic = ", ".join(
+                    f"{topic} {_ms(getattr(stats, name))}" for topic, stats in sorted(self.latency_by_topic.items())
+                )
+                failures.append(
+                    f"latency {figure} {_ms(value)} exceeds the limit {_ms(limit)}"
+                    + (f" (by topic: {by_topic})" if by_topic else "")
+                )
+        if not failures:
+            return None
+        lat = self.latency
+        figures = (
+            f"  over {lat.count} records: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
+            f"p90 {_ms(lat.p90_ms)}, p99 {_ms(lat.p99_ms)}, p99.9 {_ms(lat.p999_ms)}, max {_ms(lat.max_ms)}"
+        )
+        return "\n".join([*failures, figures])

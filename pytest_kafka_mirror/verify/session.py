@@ -1,0 +1,138 @@
+"""One SparkSession per process, tuned for verifying test runs.
+
+The verifier runs inside pytest, usually in local mode on a CI machine with a couple of
+cores.  Spark's defaults are made for clusters: 200 shuffle partitions, a web UI on port
+4040, console progress bars, INFO logging.  Each of those costs seconds or clutters test
+output, so :func:`get_spark` switches them off, the way pytest-spark's defaults do.
+
+Starting a JVM takes several seconds, so the session is created once and cached for the
+life of the process; every verification in a test session shares it.
+
+pyspark is imported inside the functions only: ``pytest_kafka_mirror.verify`` is imported
+by the plugin module, which pytest imports on every run (even ``pytest --help`` in an
+unrelated project), and importing pyspark there would be slow for no reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["SparkSessionConflictError", "get_spark", "stop_spark"]
+
+_LOCAL_MASTER = re.compile(r"^local(?:\[(?P<n>\*|\d+)(?:,\s*\d+)?\])?$")
+
+_lock = threading.Lock()
+_session: SparkSession | None = None
+
+
+class SparkSessionConflictError(RuntimeError):
+    """A SparkSession with another master already runs in this process."""
+
+
+def _local_cores(master: str) -> int | None:
+    """Cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master; None otherwise."""
+    m = _LOCAL_MASTER.match(master.strip())
+    if m is None:
+        return None
+    n = m.group("n")
+    if n is None:
+        return 1
+    if n == "*":
+        return os.cpu_count() or 1
+    return max(int(n), 1)
+
+
+def _is_alive(spark: SparkSession) -> bool:
+    """Whether ``spark`` still has a running SparkContext (someone may have stopped it)."""
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    return active is not None and active is spark.sparkContext
+
+
+def _check_master(spark: SparkSession, master: str) -> SparkSession:
+    running = spark.sparkContext.master
+    if running != master:
+        raise SparkSessionConflictError(
+            f"a SparkSession with master {running!r} already runs in this process, but the "
+            f"verifier was asked for master {master!r}; a process can hold only one SparkContext. "
+            f"Use the same master everywhere (option --kafka-mirror-spark-master), pass the existing "
+            f"session explicitly (verify_run(..., spark=session)), or stop it first (stop_spark())."
+        )
+    return spark
+
+
+def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSession:
+    """Return the process-wide SparkSession for ``master``, creating it on first use.
+
+    Settings tuned for tests: no web UI, no progress bars, shuffle partitions and default
+    parallelism equal to the local core count (Spark's default of 200 partitions makes
+    every small job slow), UTC session time zone, an in-memory catalog (no ``metastore_db``
+    or ``spark-warehouse`` left in the working directory), the driver bound to loopback, and
+    log level ERROR.
+
+    ``driver_memory`` only takes effect when this call starts the JVM.
+
+    Raises :class:`SparkSessionConflictError` if a session with another master is already
+    running in the process (ours or one created elsewhere, e.g. by pytest-spark).
+    """
+    global _session
+    with _lock:
+        if _session is not None and _is_alive(_session):
+            return _check_master(_session, master)
+        _session = None
+
+        from pyspark.sql import SparkSession
+
+        existing = SparkSession.getActiveSession()
+        if existing is not None and _is_alive(existing):
+            # Someone else (a user fixture, pytest-spark) created one: share it rather than
+            # fail, since a second SparkContext in one process is impossible anyway.
+            _session = _check_master(existing, master)
+            return _session
+
+        # Spark resolves the host name to pick its bind address; on CI machines whose name
+        # does not resolve, or resolves to a LAN address, that is slow or fails.  Tests stay
+        # on loopback (DESIGN.md conventions).
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+        builder = (
+            SparkSession.builder.master(master)
+            .appName("pytest-kafka-mirror-verify")
+            .config("spark.driver.memory", driver_memory)
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.bindAddress", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.session.timeZone", "UTC")
+            .config("spark.sql.catalogImplementation", "in-memory")
+            .config("spark.dynamicAllocation.enabled", "false")
+        )
+        cores = _local_cores(master)
+        if cores is not None:
+            # One shuffle partition per core: every task runs at once and none waits on a
+            # scheduler round trip.  Clusters keep Spark's defaults (plus AQE coalescing).
+            builder = builder.config("spark.sql.shuffle.partitions", str(cores)).config(
+                "spark.default.parallelism", str(cores)
+            )
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel("ERROR")
+        _session = spark
+        return spark
+
+
+def stop_spark() -> None:
+    """Stop the session created by :func:`get_spark`, if any (idempotent)."""
+    global _session
+    with _lock:
+        if _session is not None:
+            try:
+                _session.stop()
+            finally:
+                _session = None

@@ -1,0 +1,210 @@
+"""Synthetic run directories for verifier tests: manifests + capture Parquet, no Kafka.
+
+A run is described compactly, lane by lane, in arrival order::
+
+    run = SyntheticRun(tmp_path)
+    orders = run.lane("orders", pid="p1", lane=0, partition=0, acked=range(100))
+    orders.deliver(range(50), latency_ms=5).deliver([51, 50, 52], partition=0)
+    run.foreign("orders", partition=0, evidence="b'junk'")
+    run.write()
+
+Produce time of seq ``s`` is ``base + s`` ms, so latencies are exact and known.  Target
+offsets are assigned per (target topic, partition) in the order ``deliver`` is called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, LaneManifest, Manifest, capture_schema
+
+__all__ = ["BASE_TS_US", "ExpectedLane", "SyntheticLane", "SyntheticRun", "oracle", "to_ranges"]
+
+BASE_TS_US = 1_700_000_000_000_000
+
+Latency = float | Sequence[float] | Callable[[int], float]
+
+
+def to_ranges(seqs: Iterable[int] | Iterable[tuple[int, int]]) -> list[list[int]]:
+    """Inclusive ranges from a ``range``, a list of seqs, or a list of ``(a, b)`` pairs."""
+    items: list[Any] = list(seqs)
+    if items and isinstance(items[0], tuple):
+        return [[int(a), int(b)] for a, b in items]
+    out: list[list[int]] = []
+    for s in sorted(set(items)):
+        if out and s == out[-1][1] + 1:
+            out[-1][1] = s
+        else:
+            out.append([s, s])
+    return out
+
+
+@dataclass
+class SyntheticLane:
+    """One (topic, producer, lane) of a synthetic run; ``deliver`` appends capture rows."""
+
+    run: SyntheticRun
+    topic: str
+    pid: str
+    lane: int
+    partition: int
+    manifest: LaneManifest | None
+
+    def deliver(self, seqs: Iterable[int], *, partition: int | None = None, latency_ms: Latency = 1.0,
+                checksum_ok: bool | None = True, kind: str = "headers") -> SyntheticLane:
+        """Records ``seqs`` arrive on the target, in this order, in ``partition`` (default: the lane's)."""
+        part = self.partition if partition is None else partition
+        for i, seq in enumerate(seqs):
+            if callable(latency_ms):
+                lat = latency_ms(seq)
+            elif isinstance(latency_ms, (int, float)):
+                lat = float(latency_ms)
+            else:
+                lat = float(latency_ms[i])
+            produce = BASE_TS_US + seq * 1000
+            self.run.add_row(
+                topic=self.topic, partition=part, kind=kind, producer_id=self.pid, lane=self.lane, seq=seq,
+                produce_ts_us=produce, arrival_ts_us=produce + round(lat * 1000), checksum_ok=checksum_ok,
+            )
+        return self
+
+
+@dataclass
+class SyntheticRun:
+    """Builder of a run directory (see the module docstring)."""
+
+    __test__ = False  # not a test class, despite living under tests/
+
+    run_dir: Path
+    #: source topic -> target topic (MM2's default policy prefixes the source alias)
+    target_prefix: str = "src."
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    manifests: dict[str, Manifest] = field(default_factory=dict)
+    _offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    def target(self, topic: str) -> str:
+        return self.target_prefix + topic
+
+    def lane(self, topic: str, *, pid: str, lane: int, partition: int | None = None,
+             acked: Iterable[int] | Iterable[tuple[int, int]] = (), failed: Iterable[int] = (),
+             sent: int | None = None, in_manifest: bool = True) -> SyntheticLane:
+        """Declare a lane; ``in_manifest=False`` makes a lane nobody acknowledged (phantoms)."""
+        part = lane if partition is None else partition
+        if not in_manifest:
+            return SyntheticLane(self, topic, pid, lane, part, None)
+        m = self.manifests.setdefault(pid, Manifest(
+            producer_id=pid, format="headers", message_size=100, rate=None,
+            started_us=BASE_TS_US, finished_us=BASE_TS_US + 10**6, topics={}, lanes=[],
+        ))
+        m.topics[topic] = self.target(topic)
+        acked_ranges = to_ranges(acked)
+        failed_ranges = to_ranges(failed)
+        top = max([b for _, b in acked_ranges + failed_ranges], default=-1)
+        lm = LaneManifest(topic=topic, lane=lane, partition=part, sent=top + 1 if sent is None else sent,
+                          acked=acked_ranges, failed=failed_ranges)
+        m.lanes.append(lm)
+        return SyntheticLane(self, topic, pid, lane, part, lm)
+
+    def add_row(self, *, topic: str | None, partition: int, target_topic: str | None = None, **values: Any) -> None:
+        """Append one capture row; unspecified columns are null, the offset is the next one."""
+        tt = target_topic or self.target(topic or "")
+        offset = self._offsets.get((tt, partition), 0)
+        self._offsets[(tt, partition)] = offset + 1
+        row: dict[str, Any] = {name: None for name, _ in CAPTURE_SCHEMA_FIELDS}
+        row.update(topic=topic, target_topic=tt, partition=partition, offset=offset, size=100, **values)
+        if row["arrival_ts_us"] is not None:
+            row["record_ts_ms"] = row["arrival_ts_us"] // 1000
+        self.rows.append(row)
+
+    def foreign(self, topic: str, *, partition: int = 0, count: int = 1, evidence: str = "b'junk'") -> None:
+        for _ in range(count):
+            self.add_row(topic=topic, partition=partition, kind="foreign", evidence=evidence,
+                         arrival_ts_us=BASE_TS_US)
+
+    def headerless(self, topic: str, *, lane: int, partition: int | None = None, count: int = 1) -> None:
+        for _ in range(count):
+            self.add_row(topic=topic, partition=lane if partition is None else partition, kind="headerless",
+                         lane=lane, checksum_ok=True, arrival_ts_us=BASE_TS_US)
+
+    def write(self, *, segments: int = 1, capture: bool = True) -> Path:
+        """Write manifests and ``segments`` capture files (``capture=False``: no capture dir)."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        for m in self.manifests.values():
+            m.write(self.run_dir)
+        if not capture:
+            return self.run_dir
+        cap = self.run_dir / CAPTURE_DIR
+        cap.mkdir(exist_ok=True)
+        schema = capture_schema()
+        per = -(-len(self.rows) // segments) if self.rows else 0
+        for i in range(segments):
+            chunk = self.rows[i * per:(i + 1) * per] if per else []
+            if chunk or i == 0:
+                pq.write_table(pa.Table.from_pylist(chunk, schema=schema), cap / f"part-{i:05d}.parquet")
+        return self.run_dir
+
+
+@dataclass
+class ExpectedLane:
+    """What a correct verifier must report for one lane, computed in plain Python."""
+
+    expected: int = 0
+    received: int = 0
+    distinct: int = 0
+    lost: int = 0
+    unseen: int = 0
+    duplicated: int = 0
+    reordered: int = 0
+    phantom: int = 0
+    corrupted: int = 0
+    partitions: list[int] = field(default_factory=list)
+    #: (first, last, "lost" | "unseen"), all of them, in order
+    missing: list[tuple[int, int, str]] = field(default_factory=list)
+
+
+def oracle(run: SyntheticRun) -> dict[tuple[str, str, int], ExpectedLane]:
+    """The figures of every lane of ``run``, by brute force over its rows (the test oracle).
+
+    Deliberately written the obvious way (sets, loops), independent of the Spark job.
+    """
+    acked: dict[tuple[str, str, int], set[int]] = {}
+    for m in run.manifests.values():
+        for lm in m.lanes:
+            lane_acked = acked.setdefault((lm.topic, m.producer_id, lm.lane), set())
+            for a, b in lm.acked:
+                lane_acked.update(range(a, b + 1))
+    rows: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in sorted(run.rows, key=lambda r: (r["target_topic"], r["partition"], r["offset"])):
+        if r["kind"] in ("headers", "body") and r["producer_id"] is not None:
+            rows.setdefault((r["topic"], r["producer_id"], r["lane"]), []).append(r)
+    out: dict[tuple[str, str, int], ExpectedLane] = {}
+    for key in acked.keys() | rows.keys():
+        want = acked.get(key, set())
+        got = rows.get(key, [])
+        seqs = [int(r["seq"]) for r in got]
+        e = out[key] = ExpectedLane(expected=len(want), received=len(seqs), distinct=len(set(seqs)))
+        e.duplicated = e.received - e.distinct
+        e.phantom = sum(1 for s in seqs if s not in want)
+        e.corrupted = sum(1 for r in got if r["checksum_ok"] is False)
+        e.partitions = sorted({r["partition"] for r in got})
+        top = max(seqs, default=None)
+        for a, b in to_ranges(want - set(seqs)):
+            kind = "lost" if top is not None and top > b else "unseen"
+            e.missing.append((a, b, kind))
+            setattr(e, kind, getattr(e, kind) + b - a + 1)
+        for p in e.partitions:  # first occurrences in offset order, behind a higher seq
+            highest, first_seen = -1, set()
+            for r in (r for r in got if r["partition"] == p):
+                if r["seq"] in first_seen:
+                    continue
+                first_seen.add(r["seq"])
+                if r["seq"] < highest:
+                    e.reordered += 1
+                highest = max(highest, r["seq"])
+    return out

@@ -1,0 +1,408 @@
+"""The verifier: exact figures on synthetic run directories, and readable failure messages.
+
+Spark is slow to start and each verification costs about a second even on tiny data, so
+most checks share a few run directories verified once per module: the "zoo" holds one
+lane per anomaly, the "clean" run has known latencies, and a seeded random run is checked
+lane by lane against a brute-force oracle (tests/synthetic.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pytest_kafka_mirror.verify import (
+    LaneStats,
+    LatencyStats,
+    MirrorMismatchError,
+    MirrorReport,
+    get_spark,
+    verify_run,
+)
+from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
+from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
+from tests.synthetic import SyntheticRun, oracle
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LaneKey = tuple[str, str, int]
+
+
+def _figures(stats: LaneStats) -> dict[str, Any]:
+    """A lane's figures in the shape of tests.synthetic.ExpectedLane."""
+    return {
+        "expected": stats.expected, "received": stats.received, "distinct": stats.distinct, "lost": stats.lost,
+        "unseen": stats.unseen, "duplicated": stats.duplicated, "reordered": stats.reordered,
+        "phantom": stats.phantom, "corrupted": stats.corrupted, "partitions": stats.partitions,
+        "missing": [(r.first, r.last, r.kind) for r in stats.missing_ranges],
+    }
+
+
+def _check_against_oracle(run: SyntheticRun, report: MirrorReport) -> None:
+    want = {key: vars(e) for key, e in oracle(run).items()}
+    got = {(s.topic, s.producer_id, s.lane): _figures(s) for s in report.lanes}
+    assert got == want
+
+
+# -- the zoo: one lane per anomaly ---------------------------------------------------------
+
+
+def _build_zoo(run_dir: Path) -> SyntheticRun:
+    run = SyntheticRun(run_dir)
+    lane = run.lane
+    lane("orders", pid="p1", lane=0, acked=range(100)).deliver(range(100), latency_ms=5)  # clean
+    lane("orders", pid="p1", lane=1, acked=range(100)).deliver([*range(10), *range(15, 50), *range(51, 90)])
+    lane("orders", pid="p1", lane=2, acked=range(50))  # nothing arrived
+    lane("orders", pid="p1", lane=3, acked=range(20)).deliver(range(20)).deliver([3, 3, 7])
+    lane("orders", pid="p1", lane=4, acked=range(5)).deliver([0, 1, 3, 2, 4])
+    lane("orders", pid="p1", lane=5, acked=range(6)).deliver([0, 5, 1, 2, 3, 4])
+    lane("orders", pid="p1", lane=6, acked=range(6)).deliver([0, 1, 2, 1, 3, 5, 4, 5])
+    lane("orders", pid="p1", lane=7, acked=range(10), failed=[10, 11], sent=15).deliver([*range(10), 10, 13, 20])
+    corrupt = lane("orders", pid="p1", lane=8, acked=range(10)).deliver(range(4))
+    corrupt.deliver([4], checksum_ok=False).deliver([5]).deliver([6], checksum_ok=False).deliver(range(7, 10))
+    lane("orders", pid="p1", lane=9, acked=range(10)).deliver(range(5)).deliver(range(5, 10), partition=1)
+    # Adjacent manifest ranges (12-19, 20-29) must merge: the unseen tail is one range.
+    lane("orders", pid="p1", lane=10, acked=[(0, 9), (12, 19), (20, 29)], failed=[10, 11]).deliver(
+        [*range(6), 8, 9, 12, 13, 16])
+    lane("orders", pid="p1", lane=11, acked=range(10)).deliver(range(3, 10))
+    # Across the range join's seq bucket boundary (2**16).
+    lane("orders", pid="p1", lane=12, acked=range(65530, 65546)).deliver(
+        [s for s in range(65530, 65546) if s not in (65536, 65540)])
+    lane("orders", pid="p2", lane=0, acked=range(30))  # a whole producer lost
+    lane("orders", pid="p2", lane=1, acked=range(30))
+    lane("orders", pid="ghost", lane=0, in_manifest=False).deliver([0, 1, 2])
+    lane("payments", pid="p1", lane=0, acked=range(40)).deliver(range(40), latency_ms=20, kind="body")
+    lane("payments", pid="p1", lane=1, acked=range(10)).deliver([*range(5), 50])
+    run.foreign("orders", partition=0, count=2, evidence="b'not ours'")
+    run.headerless("payments", lane=0, count=3)
+    run.write(segments=3)
+    return run
+
+
+@pytest.fixture(scope="module")
+def zoo(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[SyntheticRun, MirrorReport]:
+    run = _build_zoo(tmp_path_factory.mktemp("zoo"))
+    return run, verify_run(run.run_dir, spark=spark)
+
+
+def test_zoo_lanes_match_the_oracle(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    _check_against_oracle(*zoo)
+
+
+def test_zoo_totals_are_exact(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    _, report = zoo
+    assert report.totals == {
+        "expected": 100 + 100 + 50 + 20 + 5 + 6 + 6 + 10 + 10 + 10 + 28 + 10 + 16 + 60 + 40 + 10,
+        "received": 100 + 84 + 23 + 5 + 6 + 8 + 13 + 10 + 10 + 11 + 7 + 14 + 3 + 40 + 6,
+        "distinct": 100 + 84 + 20 + 5 + 6 + 6 + 13 + 10 + 10 + 11 + 7 + 14 + 3 + 40 + 6,
+        "lost": 6 + 4 + 3 + 2 + 5,  # lanes 1, 10, 11, 12 and payments/1 (whose phantom 50 proves it)
+        "unseen": 10 + 50 + 13 + 60,  # lane 1's tail, lane 2, lane 10's tail, producer p2
+        "duplicated": 3 + 2,
+        "reordered": 1 + 4 + 1,
+        "phantom": 3 + 3 + 1,
+        "corrupted": 2,
+        "headers_lost": 3,
+        "foreign": 2,
+        "lane_split": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("key", "missing"),
+    [
+        (("orders", "p1", 1), [(10, 14, "lost"), (50, 50, "lost"), (90, 99, "unseen")]),
+        (("orders", "p1", 2), [(0, 49, "unseen")]),
+        (("orders", "p1", 10), [(6, 7, "lost"), (14, 15, "lost"), (17, 29, "unseen")]),
+        (("orders", "p1", 11), [(0, 2, "lost")]),
+        (("orders", "p1", 12), [(65536, 65536, "lost"), (65540, 65540, "lost")]),
+        (("orders", "p2", 0), [(0, 29, "unseen")]),
+        (("payments", "p1", 1), [(5, 9, "lost")]),
+    ],
+)
+def test_missing_ranges_proven_loss_vs_tail(zoo: tuple[SyntheticRun, MirrorReport], key: LaneKey,
+                                            missing: list[tuple[int, int, str]]) -> None:
+    stats = zoo[1].lane(*key)
+    assert [(r.first, r.last, r.kind) for r in stats.missing_ranges] == missing
+    assert stats.missing_range_count == len(missing)
+
+
+def test_reorder_counts_first_occurrences_only(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    report = zoo[1]
+    assert [report.lane("orders", "p1", n).reordered for n in (4, 5, 6)] == [1, 4, 1]
+    assert report.lane("orders", "p1", 3).reordered == 0  # late duplicates are not reorders
+    assert report.lane("orders", "p1", 9).partitions == [1, 9]
+
+
+def test_examples(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    ex = zoo[1].examples
+    dups = [(r["lane"], r["seq"], r["copies"]) for r in ex["duplicated"]]
+    assert dups == [(3, 3, 3), (3, 7, 2), (6, 1, 2), (6, 5, 2)]
+    assert [(r["topic"], r["producer_id"], r["lane"], r["seq"], r["why"]) for r in ex["phantom"]] == [
+        ("orders", "ghost", 0, 0, "unknown producer"), ("orders", "ghost", 0, 1, "unknown producer"),
+        ("orders", "ghost", 0, 2, "unknown producer"), ("orders", "p1", 7, 10, "delivery failed"),
+        ("orders", "p1", 7, 13, "not acknowledged"), ("orders", "p1", 7, 20, "never sent"),
+        ("payments", "p1", 1, 50, "never sent"),
+    ]
+    assert [(r["lane"], r["seq"], r["after_seq"]) for r in ex["reordered"]] == [
+        (4, 2, 3), (5, 1, 5), (5, 2, 5), (5, 3, 5), (5, 4, 5), (6, 4, 5)]
+    assert [(r["lane"], r["seq"], r["partition"]) for r in ex["corrupted"]] == [(8, 4, 8), (8, 6, 8)]
+    assert [(r["seq"], r["last_seq"], r["count"]) for r in ex["unseen"]][:2] == [(90, 99, 10), (0, 49, 50)]
+    foreign = {(r["target_topic"], r["partition"], r["evidence"]) for r in ex["foreign"]}
+    assert foreign == {("src.orders", 0, "b'not ours'")}
+    assert len(ex["headers_lost"]) == 3
+    dup = ex["duplicated"][0]
+    assert dup["at"].count(":") == 3 and dup["partition"] == 3
+
+
+def test_latency_and_body_format_per_topic(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    report = zoo[1]
+    assert report.latency_by_topic["payments"].count == 40 + 5
+    assert report.latency_by_topic["payments"].max_ms == 20.0
+    assert report.latency_by_topic["orders"].max_ms == 5.0
+    assert sum(report.latency.histogram) == report.latency.count
+
+
+def test_assert_no_loss_message(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    with pytest.raises(MirrorMismatchError) as excinfo:
+        zoo[1].assert_no_loss()
+    msg = str(excinfo.value)
+    assert msg.splitlines()[0].endswith(
+        "expected 481, received 340 (335 distinct): lost 20, unseen 133, duplicated 5, reordered 6, phantom 7, "
+        "corrupted 2, headers lost 3, foreign 2, lane split 1")
+    for line in [
+        "  orders/p1/lane 1 (target partition 1): lost 10-14, 50; unseen 90-99",
+        "  orders/p1/lane 2 (source partition 2, nothing arrived): unseen 0-49",
+        "  orders/p1/lane 10 (target partition 10): lost 6-7, 14-15; unseen 17-29",
+        "  orders/p2/lane 1 (source partition 1, nothing arrived): unseen 0-29",
+        "  payments/p1/lane 1 (target partition 1): lost 5-9",
+    ]:
+        assert line in msg.splitlines()
+    assert "examples (unseen):" in msg and "duplicates" not in msg
+    # The traceback points at the test, not into the report module.
+    assert all("report.py" not in str(entry.path) for entry in excinfo.traceback.filter(excinfo))
+
+
+def test_assertion_messages(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    report = zoo[1]
+    with pytest.raises(MirrorMismatchError, match=r"out of order: 6 records .*\(allowed 0\)") as e:
+        report.assert_in_order()
+    assert "  orders/p1/lane 5 (target partition 5): 4 reordered" in str(e.value)
+    report.assert_in_order(max_reordered=6)
+    with pytest.raises(MirrorMismatchError, match="duplicates: 5 extra copies arrived") as e:
+        report.assert_no_duplicates(max_duplicated=4)
+    assert "  orders/p1/lane 3 (target partition 3): 3 duplicated" in str(e.value)
+    report.assert_no_duplicates(max_duplicated=5)
+    with pytest.raises(MirrorMismatchError, match="phantoms: 7 records") as e:
+        report.assert_no_phantoms()
+    assert "  orders/ghost/lane 0 (target partition 0): 3 phantom (no such lane in any manifest)" in str(e.value)
+    with pytest.raises(MirrorMismatchError, match="corruption: 2 records") as e:
+        report.assert_no_corruption()
+    assert "  orders/p1/lane 8 (target partition 8): 2 corrupted" in str(e.value)
+    with pytest.raises(MirrorMismatchError, match="headers lost: 3 records"):
+        report.assert_headers_intact()
+    with pytest.raises(MirrorMismatchError, match="foreign records: 2 records"):
+        report.assert_no_foreign()
+    with pytest.raises(MirrorMismatchError, match=r"orders/p1/lane 9 \(target partitions 1, 9\): split"):
+        report.assert_no_lane_split()
+
+
+def test_assert_ok_reports_every_failure(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    report = zoo[1]
+    with pytest.raises(MirrorMismatchError) as e:
+        report.assert_ok(p99_ms=1)
+    sections = [s.split(":")[0] for s in str(e.value).split("\n\n")[1:]]
+    assert sections == [
+        "at-least-once violated", "corruption", "duplicates", "out of order", "phantoms", "headers lost",
+        "foreign records", "lanes split", "latency p99 20 ms exceeds the limit 1 ms (by topic",
+    ]
+    with pytest.raises(MirrorMismatchError) as e:
+        report.assert_ok(allow_duplicates=True, max_reordered=10, allow_phantoms=True, allow_headers_lost=True,
+                         allow_foreign=True, allow_lane_split=True)
+    assert [s.split(":")[0] for s in str(e.value).split("\n\n")[1:]] == ["at-least-once violated", "corruption"]
+
+
+def test_report_json_written_and_loaded(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    run, report = zoo
+    loaded = MirrorReport.load(run.run_dir)  # verify_run wrote RUN_DIR/report.json
+    assert loaded == report
+    assert json.loads((run.run_dir / "report.json").read_text())["lost"] == 20
+
+
+# -- clean run with known latencies --------------------------------------------------------
+
+
+def test_clean_run(spark: SparkSession, tmp_path: Path) -> None:
+    run = SyntheticRun(tmp_path)
+    for n in range(2):  # latencies 1..100 ms, twice
+        run.lane("orders", pid="p1", lane=n, acked=range(100)).deliver(range(100), latency_ms=lambda s: s % 100 + 1)
+    run.lane("payments", pid="p2", lane=0, acked=range(50)).deliver(range(50), latency_ms=1000)
+    (tmp_path / "capture-status.json").write_text('{"reason": "manifest satisfied"}')
+    report = verify_run(run.write(), spark=spark)
+
+    assert report.totals == dict.fromkeys(report.totals, 0) | {"expected": 250, "received": 250, "distinct": 250}
+    report.assert_ok(p50_ms=63, max_ms=1000)
+    assert report.capture == {"reason": "manifest satisfied"}
+    lat = report.latency
+    assert (lat.count, lat.min_ms, lat.p50_ms, lat.p90_ms, lat.max_ms) == (250, 1.0, 63.0, 1000.0, 1000.0)
+    assert lat.mean_ms == pytest.approx(240.4)
+    orders = report.latency_by_topic["orders"]
+    assert (orders.p50_ms, orders.p90_ms, orders.p99_ms, orders.p999_ms) == (50.0, 90.0, 99.0, 100.0)
+    assert report.histogram_bounds_ms[:7] == [1, 2, 5, 10, 20, 50, 100]
+    assert orders.histogram[:7] == [2, 2, 6, 10, 20, 60, 100] and sum(orders.histogram) == 200
+    assert lat.histogram[9] == 50  # (500, 1000]
+    assert report.summary().startswith("expected 250, received 250, distinct 250, lost 0, unseen 0")
+    assert report.summary().endswith("latency p50 63 ms, p99 1000 ms")
+
+    with pytest.raises(MirrorMismatchError) as e:
+        report.assert_latency(p50_ms=100, p99_ms=999)
+    msg = str(e.value)
+    assert "latency p99 1000 ms exceeds the limit 999 ms (by topic: orders 99 ms, payments 1000 ms)" in msg
+    assert "p50" not in msg.splitlines()[2] and "capture ended: manifest satisfied" in msg
+
+
+# -- empty captures, caps, random runs --------------------------------------------------------
+
+
+@pytest.mark.parametrize("capture", ["missing", "empty-dir", "zero-rows"])
+def test_nothing_captured(spark: SparkSession, tmp_path: Path, capture: str) -> None:
+    run = SyntheticRun(tmp_path)
+    run.lane("orders", pid="p1", lane=0, acked=[(0, 9), (20, 29)])
+    run.write(capture=capture == "zero-rows")
+    if capture == "empty-dir":
+        (tmp_path / "capture").mkdir()
+    report = verify_run(tmp_path, spark=spark, write_report=False)
+    assert (report.expected, report.received, report.unseen, report.lost) == (20, 0, 20, 0)
+    assert [str(r) for r in report.lanes[0].missing_ranges] == ["0-9", "20-29"]
+    assert report.latency == LatencyStats(histogram=[0] * 16)
+    assert not (tmp_path / "report.json").exists()
+    with pytest.raises(MirrorMismatchError, match=r"lane 0 \(source partition 0, nothing arrived\): unseen 0-9, 20-29"):
+        report.assert_no_loss()
+
+
+def test_caps_keep_counts_exact(spark: SparkSession, tmp_path: Path) -> None:
+    run = SyntheticRun(tmp_path)
+    run.lane("orders", pid="p1", lane=0, acked=range(1000)).deliver(range(0, 1000, 3)).deliver(range(0, 60, 3))
+    report = verify_run(run.write(), spark=spark, examples=3, max_ranges=5, histogram_bounds_ms=[2, 0.5])
+    lane = report.lanes[0]
+    assert (lane.lost, lane.unseen, lane.duplicated, lane.missing_range_count) == (666, 0, 20, 333)
+    assert [str(r) for r in lane.missing_ranges] == ["1-2", "4-5", "7-8", "10-11", "13-14"]
+    assert len(report.examples["duplicated"]) == 3 and len(report.examples["lost"]) == 3
+    assert report.histogram_bounds_ms == [0.5, 2.0] and report.latency.histogram == [0, 334, 0]
+    with pytest.raises(MirrorMismatchError, match=r"lost 1-2, 4-5, 7-8, 10-11, 13-14; \.\.\. and 328 more ranges"):
+        report.assert_no_loss()
+
+
+def test_random_run_matches_the_oracle(spark: SparkSession, tmp_path: Path) -> None:
+    rnd = random.Random(20240611)
+    run = SyntheticRun(tmp_path)
+    for n in range(40):
+        topic, pid = rnd.choice(["a", "b"]), rnd.choice(["p1", "p2", "p3"])
+        size = rnd.randrange(1, 60)
+        acked = [s for s in range(size) if rnd.random() > 0.1]
+        seqs = [s for s in range(size + rnd.randrange(3)) if rnd.random() > 0.15]  # drops and phantoms
+        seqs += rnd.sample(seqs, k=min(len(seqs), rnd.randrange(3)))  # duplicates
+        for _ in range(rnd.randrange(3)):  # local reorders
+            if len(seqs) > 3:
+                i = rnd.randrange(len(seqs) - 3)
+                seqs[i:i + 3] = rnd.sample(seqs[i:i + 3], 3)
+        lane = run.lane(topic, pid=pid, lane=n, partition=n % 4, acked=acked, in_manifest=rnd.random() > 0.05)
+        cut = rnd.randrange(len(seqs) + 1) if rnd.random() < 0.1 else len(seqs)  # occasional lane split
+        lane.deliver(seqs[:cut], checksum_ok=rnd.random() > 0.1).deliver(seqs[cut:], partition=n % 4 + 4)
+    report = verify_run(run.write(segments=2), spark=spark, write_report=False)
+    _check_against_oracle(run, report)
+
+
+# -- errors, session, import cost ----------------------------------------------------------------
+
+
+def test_verify_run_needs_a_manifest(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        verify_run(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match=r"no manifest-\*\.json in run directory"):
+        verify_run(tmp_path)
+
+
+def test_spark_session_is_shared_and_tuned(spark: SparkSession) -> None:
+    assert get_spark("local[2]") is spark
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.ui.enabled") == "false"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == "2"
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    with pytest.raises(SparkSessionConflictError, match=r"master 'local\[2\]' already runs"):
+        get_spark("local[3]")
+
+
+def test_local_cores() -> None:
+    assert [_local_cores(m) for m in ("local", "local[3]", "local[2, 4]", "spark://h:7077", "yarn")] == [
+        1, 3, 2, None, None]
+
+
+def test_import_does_not_load_pyspark() -> None:
+    code = (
+        "import sys, pytest_kafka_mirror.verify;"
+        "sys.exit(any(m.split('.')[0] in ('pyspark', 'py4j') for m in sys.modules))"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+
+
+# -- pure formatting (no Spark) ----------------------------------------------------------------
+
+
+def test_compact_and_format_ranges() -> None:
+    assert compact_ranges([1301, *range(1200, 1250), 1249, 2990]) == [(1200, 1249), (1301, 1301), (2990, 2990)]
+    assert compact_ranges([]) == []
+    ranges = [MissingRange(1200, 1249, "lost"), MissingRange(1301, 1301, "lost")]
+    assert format_ranges(ranges) == "1200-1249, 1301"
+    assert format_ranges([(0, 1), (3, 3), (5, 9)], limit=2) == "0-1, 3, ... and 1 more range"
+    assert format_ranges([(0, 1)], total=8) == "0-1, ... and 7 more ranges"
+
+
+@settings(database=None)  # no .hypothesis/ directory in the repository
+@given(st.sets(st.integers(-50, 200)))
+def test_compact_ranges_property(seqs: set[int]) -> None:
+    ranges = compact_ranges(seqs)
+    assert {s for a, b in ranges for s in range(a, b + 1)} == seqs
+    assert all(b1 + 1 < a2 for (_, b1), (a2, _) in itertools.pairwise(ranges))  # sorted, disjoint, not adjacent
+
+
+def test_format_table() -> None:
+    table = format_table([{"seq": 1, "why": "never sent"}, {"seq": 22, "why": None}], ["seq", "why"], limit=1)
+    assert table.splitlines() == ["    seq  why", "    1    never sent", "    ... and 1 more"]
+
+
+def _lost_report(lanes: int) -> MirrorReport:
+    stats = [LaneStats("orders", "p-1a2b", n, partitions=[n], expected=3000, received=2950, distinct=2950, lost=40,
+                       unseen=10, missing_ranges=[MissingRange(1200, 1239, "lost"), MissingRange(2990, 2999, "unseen")],
+                       missing_range_count=2) for n in range(lanes)]
+    return MirrorReport("/runs/1", expected=3000 * lanes, received=2950 * lanes, distinct=2950 * lanes,
+                        lost=40 * lanes, unseen=10 * lanes, lanes=stats)
+
+
+def test_message_caps_lanes_and_round_trips(tmp_path: Path) -> None:
+    report = _lost_report(25)
+    with pytest.raises(MirrorMismatchError) as e:
+        report.assert_ok()
+    lines = str(e.value).splitlines()
+    assert lines[0] == (
+        "mirror mismatch in /runs/1: expected 75000, received 73750 (73750 distinct): lost 1000, unseen 250")
+    assert "  orders/p-1a2b/lane 3 (target partition 3): lost 1200-1239; unseen 2990-2999" in lines
+    assert lines[-1] == "  ... and 5 more lanes"
+    assert MirrorReport.load(report.write(tmp_path / "r.json")) == report
+    assert MirrorReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
+
+
+def test_latency_limits_without_data() -> None:
+    report = MirrorReport("/runs/2")
+    report.assert_ok()
+    with pytest.raises(MirrorMismatchError, match="latency p99.9: no record arrived, limit 5 ms"):
+        report.assert_latency(p999_ms=5)
