@@ -78,9 +78,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     for mark in item.iter_markers(MARKER):
         unknown = set(mark.kwargs) - MARKER_KWARGS
         if unknown or mark.args:
-            raise pytest.UsageError(
-                f"{item.nodeid}: @pytest.mark.{MARKER} got unknown arguments "
-                f"{sorted(unknown) or list(mark.args)}; accepted keywords: {', '.join(sorted(MARKER_KWARGS))}"
+            pytest.fail(
+                f"@pytest.mark.{MARKER} got unknown arguments {sorted(unknown) or list(mark.args)}; "
+                f"accepted keywords: {', '.join(sorted(MARKER_KWARGS))}",
+                pytrace=False,
             )
 
 
