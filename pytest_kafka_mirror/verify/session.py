@@ -127,8 +127,14 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSe
         return spark
 
 
-def stop_spark() -> None:
-    """Stop the session created by :func:`get_spark`, if any (idempotent)."""
+def stop_spark(jvm_timeout: float = 15.0) -> None:
+    """Stop the session created by :func:`get_spark`, if any (idempotent), and its JVM.
+
+    ``SparkSession.stop()`` leaves the py4j gateway JVM running until the Python process
+    exits, and it outlives the process by a moment even then.  A test run must leave no
+    process behind, so the gateway is shut down and its JVM waited for (killed after
+    ``jvm_timeout`` seconds).  A later :func:`get_spark` starts a new JVM.
+    """
     global _session
     with _lock:
         if _session is not None:
@@ -136,3 +142,28 @@ def stop_spark() -> None:
                 _session.stop()
             finally:
                 _session = None
+                _shutdown_gateway(jvm_timeout)
+
+
+def _shutdown_gateway(timeout: float) -> None:
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    if gateway is None or SparkContext._active_spark_context is not None:
+        return  # not started, or someone else's context still uses it
+    proc = getattr(gateway, "proc", None)  # set by pyspark's launch_gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    try:
+        gateway.shutdown()
+    except Exception:  # noqa: BLE001 - the JVM may already be gone; the wait below decides
+        pass
+    if proc is None:
+        return
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()  # the gateway server exits when its stdin closes
+        proc.wait(timeout)
+    except Exception:  # noqa: BLE001 - TimeoutExpired or a broken pipe: make sure it is gone
+        proc.kill()
+        proc.wait(5)
