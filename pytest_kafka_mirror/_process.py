@@ -13,21 +13,94 @@ Every broker, replicator and capture the plugin starts goes through :class:`Mana
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import os
+import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ManagedProcess", "ProcessFailed", "live_processes", "wait_until"]
+__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
+#: (watched pid, file listing supervisor pids) while inside ``detached()``; see there.
+_detach: tuple[int, Path] | None = None
+
+
+@contextlib.contextmanager
+def detached(watch_pid: int, registry: Path) -> Iterator[None]:
+    """Processes started inside outlive this process and end with ``watch_pid``.
+
+    Used for clusters shared by the xdist workers of a run: the worker that starts them
+    must not take them down when it exits.  Each process is started under
+    ``pytest_kafka_mirror._supervise`` (which ends it when ``watch_pid``, the xdist
+    controller, is gone), is not killed by this process's exit hooks, and the
+    supervisor's pid is appended to ``registry`` so the controller can stop it at the end
+    of the run (:func:`stop_registered`).
+    """
+    global _detach
+    with _lock:
+        previous, _detach = _detach, (watch_pid, registry)
+    try:
+        yield
+    finally:
+        with _lock:
+            _detach = previous
+
+
+def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
+    """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`), SIGKILL
+    those still alive after ``timeout``; returns the pids that were running."""
+    try:
+        pids = [int(x) for x in registry.read_text().split()]
+    except (OSError, ValueError):
+        return []
+    running = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            running.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + timeout
+    for pid in running:
+        while time.monotonic() < deadline and _pid_alive(pid):
+            time.sleep(0.05)
+        if _pid_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return running
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie child of ours (not reaped yet) is dead for our purposes.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except (OSError, IndexError):
+        return False
+    if state == "Z":
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        return False
+    return True
 
 
 class ProcessFailed(RuntimeError):
@@ -40,6 +113,47 @@ def _pdeathsig() -> None:  # runs in the child between fork and exec
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except OSError:
         pass
+
+
+_spawner: tuple[threading.Thread, queue.Queue[Any]] | None = None
+
+
+def _spawner_loop(q: queue.Queue[Any]) -> None:
+    while True:
+        fn, box, done = q.get()
+        try:
+            box.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+            box.append((False, exc))
+        done.set()
+
+
+def _spawn(fn: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """Run ``fn`` (a Popen) on a thread that lives as long as the process.
+
+    PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process:
+    a replicator restarted by a fault from the fault-schedule thread would be SIGKILLed
+    as soon as that thread finished.  The main thread outlives every child; other threads
+    hand the fork to one long-lived spawner thread.
+    """
+    global _spawner
+    if threading.current_thread() is threading.main_thread():
+        return fn()
+    with _lock:
+        if _spawner is None or not _spawner[0].is_alive():
+            q: queue.Queue[Any] = queue.Queue()
+            t = threading.Thread(target=_spawner_loop, args=(q,), name="kafka-mirror-spawner", daemon=True)
+            t.start()
+            _spawner = (t, q)
+        q = _spawner[1]
+    box: list[tuple[bool, Any]] = []
+    done = threading.Event()
+    q.put((fn, box, done))
+    done.wait()
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value  # type: ignore[no-any-return]
 
 
 def live_processes() -> list[ManagedProcess]:
@@ -92,25 +206,35 @@ class ManagedProcess:
         if self.running:
             raise RuntimeError(f"{self.name} is already running (pid {self.pid})")
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        detach = _detach
+        argv = self.argv
+        if detach is not None:
+            argv = [sys.executable, "-m", "pytest_kafka_mirror._supervise", "--watch", str(detach[0]), "--", *argv]
         log = open(self.log_path, "ab")
         try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=self.env,
-                cwd=self.cwd,
-                start_new_session=True,
-                preexec_fn=_pdeathsig if sys.platform.startswith("linux") else None,
+            self.proc = _spawn(
+                lambda: subprocess.Popen(
+                    argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    cwd=self.cwd,
+                    start_new_session=True,
+                    preexec_fn=_pdeathsig if sys.platform.startswith("linux") and detach is None else None,
+                )
             )
         except OSError as exc:
             raise ProcessFailed(f"cannot start {self.name}: {exc} (command: {' '.join(self.argv)})") from exc
         finally:
             log.close()
         self.paused = False
-        with _lock:
-            _live[self.proc.pid] = self
+        if detach is not None:
+            with open(detach[1], "a") as reg:
+                reg.write(f"{self.proc.pid}\n")
+        else:
+            with _lock:
+                _live[self.proc.pid] = self
         return self
 
     @property
@@ -134,6 +258,10 @@ class ManagedProcess:
             pass
         except PermissionError:  # pragma: no cover - group gone and pid reused
             self.proc.send_signal(sig)
+
+    def send_signal(self, sig: int) -> None:
+        """Send ``sig`` to the whole process group (no-op when not started or gone)."""
+        self._signal_group(sig)
 
     def stop(self, timeout: float = 5.0) -> int | None:
         """SIGTERM, wait up to ``timeout``, then SIGKILL.  Idempotent; returns the exit code."""

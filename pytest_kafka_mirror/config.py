@@ -68,6 +68,14 @@ def _topic_prefix(text: str) -> str:
     return text
 
 
+def _share(text: str) -> str:
+    from .sharing import SHARE_MODES
+
+    if text not in SHARE_MODES:
+        raise ValueError(f"{text!r} is not a sharing mode; accepted: {' | '.join(SHARE_MODES)}")
+    return text
+
+
 def _spark_master(text: str) -> str:
     text = text.strip()
     if not (text.startswith(("local", "spark://", "yarn", "k8s://", "mesos://")) or text == "yarn"):
@@ -133,6 +141,9 @@ OPTIONS: list[Option] = [
     Option("format", "FORMAT", "headers", "Default record format of mirror_producer: headers | body.", _format),
     Option("message-size", "BYTES", "200",
            "Default record size of mirror_producer, metadata included.", _positive_int),
+    Option("share", "MODE", "run",
+           "Under xdist: run = the workers share one source and one target cluster (each worker runs its own "
+           "replicator for its own topics) | worker = clusters per worker.", _share),
 ]
 
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
@@ -152,6 +163,7 @@ class Settings:
     topic_prefix: str
     format: str
     message_size: int
+    share: str = "run"
     #: option name -> where its value came from ("default", "--flag", "ini key", "env VAR")
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -201,5 +213,6 @@ def resolve_settings(
         topic_prefix=values["kafka_mirror_topic_prefix"],
         format=values["kafka_mirror_format"],
         message_size=values["kafka_mirror_message_size"],
+        share=values["kafka_mirror_share"],
         sources=sources,
     )

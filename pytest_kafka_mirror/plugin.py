@@ -18,6 +18,8 @@ from .session import KafkaMirrorSession, MirrorProducerFactory, MirrorTopics, Mi
 
 if TYPE_CHECKING:
     from .clusters import Cluster
+    from .env import MirrorEnv
+    from .faults import MirrorFaults
     from .replicators import Replicator
 
 __all__ = ["SESSION_KEY"]
@@ -25,7 +27,7 @@ __all__ = ["SESSION_KEY"]
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
 #: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
-MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout"}
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,15 +52,40 @@ def _session(config: pytest.Config) -> KafkaMirrorSession:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS): "
-        "per-test overrides of pytest-kafka-mirror settings.",
+        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, private=BOOL): "
+        "per-test overrides of pytest-kafka-mirror settings; private=True gives the test its own clusters, "
+        "links and replicator (implied by the mirror_faults fixture).",
     )
+    _configure_xdist_controller(config)
     cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
     try:
         settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath))
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
     config.stash[SESSION_KEY] = KafkaMirrorSession(settings)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    """True in the controller process of an xdist run (``-n N``), which runs no tests."""
+    # xdist sets dist = "load" for -n N in pytest_cmdline_main, before any configure hook.
+    return (
+        not hasattr(config, "workerinput")
+        and getattr(config.option, "dist", "no") != "no"
+        and not config.getoption("collectonly", False)
+    )
+
+
+def _configure_xdist_controller(config: pytest.Config) -> None:
+    """Fix the run id the workers will get, so the controller knows their share directory."""
+    if not _is_xdist_controller(config):
+        return
+    import os
+    import uuid
+
+    if not getattr(config.option, "testrunuid", None):
+        config.option.testrunuid = uuid.uuid4().hex
+    # Workers inherit the environment: their shared clusters watch this pid.
+    os.environ["KAFKA_MIRROR_CONTROLLER_PID"] = str(os.getpid())
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -101,17 +128,31 @@ def kafka_mirror_settings(pytestconfig: pytest.Config) -> Settings:
 
 def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
     from .clusters import ClusterError
+    from .sharing import SharedCluster, worker_share_dir
 
     session = _session(request.config)
-    cluster = session.make_cluster(role, tmp_path_factory.mktemp(f"kafka-mirror-{role}"))
+    share = worker_share_dir() if session.settings.share == "run" else None
+    workdir = tmp_path_factory.mktemp(f"kafka-mirror-{role}")
+
+    def start() -> Cluster:
+        c = session.make_cluster(role, workdir)
+        try:
+            c.start()
+        except BaseException:
+            c.stop()
+            raise
+        return c
+
+    cluster: Cluster | None = None
     try:
         try:
-            cluster.start()
+            cluster = SharedCluster(role, share.get_or_start(role, start)) if share else start()
         except ClusterError as exc:
-            pytest.fail(f"kafka-mirror {role} cluster ({cluster.spec}): {exc}", pytrace=False)
+            pytest.fail(f"kafka-mirror {role} cluster ({session.settings.source if role == 'source' else session.settings.target}): {exc}", pytrace=False)
         yield cluster
     finally:
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -133,7 +174,7 @@ def replicator(
     target_cluster: Cluster,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Generator[Replicator, None, None]:
-    """The replicator under test (``--kafka-mirror-replicator``), mirroring every test topic."""
+    """The replicator under test (``--kafka-mirror-replicator``), mirroring this worker's test topics."""
     from .replicators import ReplicatorError
 
     session = _session(request.config)
@@ -148,28 +189,81 @@ def replicator(
         rep.stop()
 
 
+def _wants_private(request: pytest.FixtureRequest) -> bool:
+    return "mirror_faults" in request.fixturenames or bool(_marker_overrides(request).get("private"))
+
+
 @pytest.fixture
-def mirror_topics(request: pytest.FixtureRequest, source_cluster: Cluster) -> MirrorTopics:
+def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Generator[MirrorEnv, None, None]:
+    """The clusters and replicator this test runs against (:class:`~pytest_kafka_mirror.env.MirrorEnv`).
+
+    Shared by default (the session's clusters, this worker's replicator).  Private when
+    the test uses ``mirror_faults`` or is marked ``@pytest.mark.kafka_mirror(private=True)``:
+    its own clusters, a faultable link to each, and its own replicator, stopped when the
+    test ends.
+    """
+    from .env import MirrorEnv, build_private_env
+    from .faults import FaultError
+    from .clusters import ClusterError
+    from .replicators import ReplicatorError
+
+    session = _session(request.config)
+    if not _wants_private(request):
+        yield MirrorEnv(
+            request.getfixturevalue("source_cluster"),
+            request.getfixturevalue("target_cluster"),
+            request.getfixturevalue("replicator"),
+        )
+        return
+    try:
+        env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"), topics=session.replicator_topics())
+    except (ClusterError, ReplicatorError, FaultError) as exc:
+        pytest.fail(f"kafka-mirror private environment: {exc}", pytrace=False)
+    try:
+        yield env
+    finally:
+        env.close()
+
+
+@pytest.fixture
+def mirror_faults(mirror_env: MirrorEnv) -> Generator[MirrorFaults, None, None]:
+    """Faults for this test's private environment: its replicator, brokers and links.
+
+    ``mirror_faults.replicator``, ``.source``, ``.target``, ``.source_link``,
+    ``.target_link`` are the things the fault verbs of :mod:`pytest_kafka_mirror.faults`
+    act on; ``mirror_faults.require("add_partitions")`` skips the test with the reason
+    when a cluster cannot.  Everything is healed and stopped when the test ends.
+    """
+    from .faults import MirrorFaults
+
+    faults = MirrorFaults(mirror_env)
+    try:
+        yield faults
+    finally:
+        faults.close()
+
+
+@pytest.fixture
+def mirror_topics(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> MirrorTopics:
     """Factory: ``mirror_topics(n=1, partitions=3)`` creates uniquely named source topics."""
-    return MirrorTopics(source_cluster, _session(request.config).settings.topic_prefix, request.node.name)
+    return MirrorTopics(mirror_env.source, _session(request.config).settings.topic_prefix, request.node.name)
 
 
 @pytest.fixture
 def mirror_producer(
     request: pytest.FixtureRequest,
-    source_cluster: Cluster,
-    target_cluster: Cluster,
-    replicator: Replicator,
+    mirror_env: MirrorEnv,
     mirror_topics: MirrorTopics,
     tmp_path: Path,
 ) -> Generator[MirrorProducerFactory, None, None]:
-    """Factory: ``mirror_producer(topics, rate=MSG_PER_S, duration=S | count=N, format=, message_size=)``.
+    """Factory: ``mirror_producer(topics, rate=MSG_PER_S, duration=S | count=N, format=, message_size=, faults=)``.
 
-    Starts a capture of the target topics, produces (blocking) and returns the
-    :class:`~pytest_kafka_mirror.run.MirrorRun` to hand to ``mirror_verifier``.
+    Starts a capture of the target topics, produces (blocking) while applying the
+    scheduled ``faults`` and returns the :class:`~pytest_kafka_mirror.run.MirrorRun` to
+    hand to ``mirror_verifier``.
     """
     factory = MirrorProducerFactory(
-        _session(request.config), source_cluster, target_cluster, replicator, tmp_path, mirror_topics,
+        _session(request.config), mirror_env.source, mirror_env.target, mirror_env.replicator, tmp_path, mirror_topics,
         overrides=_marker_overrides(request),
     )
     try:
@@ -200,9 +294,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             t = r.totals
             report.user_properties.append((f"kafka_mirror{i or ''}", {k: t[k] for k in sorted(t)}))
         if report.failed:
-            rep = item.funcargs.get("replicator") if hasattr(item, "funcargs") else None
+            funcargs = getattr(item, "funcargs", {})
+            env = funcargs.get("mirror_env")
+            rep = env.replicator if env is not None else funcargs.get("replicator")
             if rep is not None:
                 report.sections.append(("kafka-mirror replicator log (last 40 lines)", rep.logs(40)))
+            if env is not None and env.private:
+                report.sections.append(("kafka-mirror private environment", env.describe()))
     return report
 
 
@@ -221,3 +319,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     s = session.config.stash.get(SESSION_KEY, None)
     if s is not None:
         s.stop_spark()
+    if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
+        # Clusters the workers shared (see sharing.py): the run is over, stop them.
+        from .sharing import controller_share_dir
+
+        controller_share_dir(session.config.option.testrunuid).stop_all()

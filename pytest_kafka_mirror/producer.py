@@ -176,6 +176,7 @@ class MirrorProducer:
         progress: Callable[[dict[str, Any]], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         warmup_topic: str | None = None,
+        on_start: Callable[[], None] | None = None,
     ) -> Manifest:
         """Produce until ``count`` records per topic or ``duration`` seconds, then flush.
 
@@ -185,6 +186,9 @@ class MirrorProducer:
         ``warmup_topic``: a topic outside the mirrored set.  One record is produced to it
         and acknowledged before the schedule starts, so the client's connection and
         idempotent-producer id (~0.5 s on Tansu) are not counted as mirror latency.
+
+        ``on_start`` is called once, right when the schedule's clock starts (after the
+        warm-up): scheduled faults are timed from there.
         """
         rate = validate_rate(rate)
         if not topics:
@@ -224,6 +228,8 @@ class MirrorProducer:
         sent = [0] * len(per_topic)
         behind_max = 0
         warned = False
+        if on_start is not None:
+            on_start()
         started_us = time.time_ns() // 1000
         t0 = time.monotonic()
         next_progress = t0 + PROGRESS_EVERY

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from .producer import MirrorProducer, TopicLanes
 from .rundir import REPORT_FILE, Manifest
 
 if TYPE_CHECKING:
+    from .faults import Marker, Scheduled
     from .verify import MirrorReport
 
 __all__ = ["MirrorRun"]
@@ -62,11 +65,15 @@ class MirrorRun:
         self.manifests: list[Manifest] = []
         self.capture_status: dict[str, Any] | None = None
         self.report: MirrorReport | None = None
+        #: faults as they happened, over every produce() of the run (see faults.py)
+        self.markers: list[Marker] = []
         self._capture_started = False
+        self._background: list[tuple[threading.Thread, list[BaseException]]] = []
+        self._lock = threading.Lock()
 
-    def _topic_lanes(self) -> list[TopicLanes]:
+    def _topic_lanes(self, topics: Sequence[str] | None = None) -> list[TopicLanes]:
         out = []
-        for topic in self.topics:
+        for topic in topics or self.topics:
             lanes = self.lanes.get(topic) if isinstance(self.lanes, dict) else self.lanes
             out.append(TopicLanes(topic, self.partitions[topic], lanes))
         return out
@@ -87,6 +94,8 @@ class MirrorRun:
         producer_id: str | None = None,
         config: dict[str, Any] | None = None,
         wait_for_target: bool = True,
+        topics: Sequence[str] | None = None,
+        faults: Sequence[Scheduled] = (),
     ) -> Manifest:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -94,35 +103,89 @@ class MirrorRun:
         (the default) production starts only once the replicator has created the target
         topics and the capture reads them, so the replicator's topic discovery time is not
         counted as record latency; set it to False to measure discovery.
+
+        ``topics``: a subset of the run's topics (default: all of them), e.g. a topic that
+        only exists from the middle of the run on.  ``faults``: ``at(SECONDS, fault)``
+        entries applied while producing, timed from the start of the schedule; what
+        happened is kept in :attr:`markers` (a fault that fails is recorded, and
+        :meth:`fault_errors` reports it after the run: nothing measured is lost).
         """
+        from .faults import FaultSchedule
+
+        chosen = list(topics) if topics else list(self.topics)
+        unknown = [t for t in chosen if t not in self.topics]
+        if unknown:
+            raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
+        schedule = FaultSchedule(list(faults))
         producer = MirrorProducer(
             self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
         )
-        topic_lanes = self._topic_lanes()
+        topic_lanes = self._topic_lanes(chosen)
         producer.check_size(topic_lanes)
         self.start_capture()
-        if wait_for_target and self.target_wait_seconds is None:
-            self.target_wait_seconds = self.capture.wait_assigned(
-                {self.topics[t]: n for t, n in self.partitions.items() if t in self.topics},
+        if wait_for_target:
+            waited = self.capture.wait_assigned(
+                {self.topics[t]: self.partitions[t] for t in chosen},
                 self.topic_timeout,
                 hint="Hint: is the replicator running and does it mirror these topics (its topic filter)?",
             )
-        manifest = producer.run(
-            topic_lanes,
-            rate=rate,
-            duration=duration,
-            count=count,
-            target_names=self.topics,
-            progress=lambda p: log.info("producing: %s", p),
-            warmup_topic=self.warmup_topic,
-        )
+            if self.target_wait_seconds is None:
+                self.target_wait_seconds = waited
+        try:
+            manifest = producer.run(
+                topic_lanes,
+                rate=rate,
+                duration=duration,
+                count=count,
+                target_names=self.topics,
+                progress=lambda p: log.info("producing: %s", p),
+                warmup_topic=self.warmup_topic,
+                on_start=schedule.start,
+            )
+        finally:
+            # Faults still due after the last record (e.g. a restart at the end) happen
+            # before the capture is told the producers are done.
+            markers = schedule.finish()
+            with self._lock:
+                self.markers.extend(markers)
+                self.markers.sort(key=lambda m: m.at_us)
+        manifest.stats["faults"] = [m.to_dict() for m in markers]
         manifest.write(self.run_dir)
-        self.manifests.append(manifest)
+        with self._lock:
+            self.manifests.append(manifest)
         return manifest
+
+    def produce_in_background(self, **kwargs: Any) -> threading.Thread:
+        """:meth:`produce` in a thread (same arguments); :meth:`finish` waits for it.
+
+        For a second producer that starts mid-run, e.g. on a topic created by a fault.
+        An error in the thread is raised again by :meth:`finish`.
+        """
+        errors: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                self.produce(**kwargs)
+            except BaseException as exc:  # noqa: BLE001 - re-raised by finish()
+                errors.append(exc)
+
+        thread = threading.Thread(target=target, name="kafka-mirror-producer", daemon=True)
+        thread.start()
+        with self._lock:
+            self._background.append((thread, errors))
+        return thread
+
+    def fault_errors(self) -> list[Marker]:
+        """Faults that could not be applied."""
+        return [m for m in self.markers if m.error]
 
     def finish(self, timeout: float | None = None) -> dict[str, Any]:
         """Tell the capture the producers are done and wait for it to end."""
         if self.capture_status is None:
+            for thread, errors in self._background:
+                thread.join()
+                if errors:
+                    raise errors[0]
             self.start_capture()
             self.capture.producers_done()
             t0 = time.monotonic()
@@ -135,7 +198,8 @@ class MirrorRun:
         from .verify import verify_run
 
         self.finish()
-        self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples)
+        self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
+        self.report.markers = [m.to_dict() for m in self.markers]
         self.report.write(self.run_dir / REPORT_FILE)
         return self.report
 

@@ -19,6 +19,7 @@ from .config import Settings
 
 if TYPE_CHECKING:
     from .clusters import Cluster
+    from .faults import Scheduled
     from .replicators import Replicator
     from .run import MirrorRun
     from .verify import MirrorReport
@@ -56,7 +57,13 @@ class KafkaMirrorSession:
         spec = self.settings.source if role == "source" else self.settings.target
         return make_cluster(role, spec, workdir)
 
-    def make_replicator(self, source: Cluster, target: Cluster, workdir: Path) -> Replicator:
+    def replicator_topics(self) -> str:
+        """Regex of the topics this process's replicator mirrors: its own test topics only."""
+        from .env import replicator_topics
+
+        return replicator_topics(self.settings.topic_prefix, worker_id())
+
+    def make_replicator(self, source: Cluster, target: Cluster, workdir: Path, *, topics: str | None = None) -> Replicator:
         kind = self.settings.replicator.kind
         if kind == "reference":
             from .replicators.reference import ReferenceReplicator
@@ -65,7 +72,7 @@ class KafkaMirrorSession:
                 source.bootstrap_servers,
                 target.bootstrap_servers,
                 workdir,
-                topics=f"^{re.escape(self.settings.topic_prefix)}-",
+                topics=topics or self.replicator_topics(),
                 naming=self.settings.naming,
                 startup_timeout=self.settings.startup_timeout,
                 warmup_topic=WARMUP_TOPIC,
@@ -137,27 +144,40 @@ class MirrorProducerFactory:
         self.overrides = overrides or {}
         self.runs: list[MirrorRun] = []
 
-    def new_run(self, topics: Sequence[str], *, lanes: dict[str, int] | int | None = None) -> MirrorRun:
-        """A run over ``topics`` without producing yet (for several producers in one run)."""
+    def new_run(
+        self,
+        topics: Sequence[str],
+        *,
+        lanes: dict[str, int] | int | None = None,
+        partitions: dict[str, int] | None = None,
+    ) -> MirrorRun:
+        """A run over ``topics`` without producing yet (several producers in one run).
+
+        ``partitions`` gives the partition count of topics that do not exist yet (created
+        mid-run by a fault); the others are looked up on the source.
+        """
         from .run import MirrorRun
 
         if isinstance(topics, str):
             topics = [topics]
         if not topics:
             raise ValueError("mirror_producer needs at least one topic (see the mirror_topics fixture)")
-        partitions: dict[str, int] = {}
+        counts: dict[str, int] = {}
         for t in topics:
-            n = self.topics.created.get(t) or self.source.partitions(t)
+            n = (partitions or {}).get(t) or self.topics.created.get(t) or self.source.partitions(t)
             if n is None:
-                raise ValueError(f"topic {t!r} does not exist on the source cluster; create it with mirror_topics()")
-            partitions[t] = n
+                raise ValueError(
+                    f"topic {t!r} does not exist on the source cluster; create it with mirror_topics(), or give "
+                    f"its partition count in partitions={{...}} when a fault creates it mid-run"
+                )
+            counts[t] = n
         s = self.session.settings
         run = MirrorRun(
             self.run_root / f"run-{len(self.runs)}",
             self.source.bootstrap_servers,
             self.target.bootstrap_servers,
             {t: self.replicator.target_topic(t) for t in topics},
-            partitions=partitions,
+            partitions=counts,
             lanes=lanes,
             drain_timeout=float(self.overrides.get("drain_timeout", s.drain_timeout)),
             settle=float(self.overrides.get("settle", s.settle)),
@@ -186,20 +206,21 @@ class MirrorProducerFactory:
         lanes: dict[str, int] | int | None = None,
         wait_for_target: bool = True,
         config: dict[str, Any] | None = None,
+        faults: Sequence[Scheduled] = (),
     ) -> MirrorRun:
-        """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records."""
+        """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
+        applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way."""
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes)
-        s = self.session.settings
-        run.produce(
-            rate=rate,
-            duration=duration,
-            count=count,
-            format=format or s.format,
-            message_size=message_size or s.message_size,
-            wait_for_target=wait_for_target,
-            config=config,
-        )
+        self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
+                     wait_for_target=wait_for_target, config=config, faults=faults)
         return run
+
+    def produce(self, run: MirrorRun, **kwargs: Any) -> Any:
+        """``run.produce(...)`` with this session's default format and message size."""
+        s = self.session.settings
+        kwargs["format"] = kwargs.get("format") or s.format
+        kwargs["message_size"] = kwargs.get("message_size") or s.message_size
+        return run.produce(**kwargs)
 
     def close(self) -> None:
         for run in self.runs:
@@ -216,10 +237,21 @@ class MirrorVerifier:
 
     def __call__(self, run: MirrorRun, *, examples: int = 20) -> MirrorReport:
         __tracebackhide__ = True
+        # End the capture before Spark starts: a cold JVM takes seconds, and the capture
+        # would keep waiting for the "producers done" signal all that time.
+        run.finish()
         report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
         path = self.session.report_path(self.nodeid, len(self.reports))
         path.parent.mkdir(parents=True, exist_ok=True)
         report.write(path)
         self.reports.append(report)
         self.session.reports.append((self.nodeid, report, path))
+        failed = run.fault_errors()
+        if failed:
+            from .faults import FaultError
+
+            raise FaultError(
+                "scheduled faults failed (the report was verified and saved to "
+                f"{path}):\n" + "\n".join(f"  at {m.t:.2f} s: {m.label}: {m.error}" for m in failed)
+            )
         return report

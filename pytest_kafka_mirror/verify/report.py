@@ -256,6 +256,8 @@ class MirrorReport:
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: contents of capture-status.json, {} when the capture wrote none
     capture: dict[str, Any] = field(default_factory=dict)
+    #: faults applied during the run (faults.Marker.to_dict()), in time order
+    markers: list[dict[str, Any]] = field(default_factory=list)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------

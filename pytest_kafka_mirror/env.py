@@ -1,0 +1,116 @@
+"""The clusters, replicator and links one test runs against.
+
+Most tests share the session's clusters and the worker's replicator (fast: nothing to
+start).  A test that injects faults gets a *private* environment instead: its own source
+and target clusters, its own replicator, and a faultable :class:`~.faults.Link` between
+the replicator and each cluster, all stopped when the test ends.  Killing that
+replicator or restarting those brokers cannot disturb any other test, on this worker or
+another.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .clusters import Cluster
+    from .faults import Link
+    from .replicators import Replicator
+    from .session import KafkaMirrorSession
+
+__all__ = ["MirrorEnv", "ViaLink", "build_private_env", "replicator_topics"]
+
+log = logging.getLogger("pytest_kafka_mirror.env")
+
+
+def replicator_topics(prefix: str, worker: str) -> str:
+    """The topic regex of a worker's replicator: only this worker's test topics."""
+    return f"^{re.escape(prefix)}-{re.escape(worker)}-"
+
+
+class ViaLink:
+    """A cluster as the replicator sees it: every attribute of the cluster, but the
+    bootstrap address of the link in front of it."""
+
+    def __init__(self, cluster: Cluster, link: Link) -> None:
+        self._cluster = cluster
+        self._link = link
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self._link.bootstrap_servers
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cluster, name)
+
+
+@dataclass
+class MirrorEnv:
+    """What a test produces to, replicates with and captures from."""
+
+    source: Cluster
+    target: Cluster
+    replicator: Replicator
+    links: dict[str, Link] = field(default_factory=dict)
+    private: bool = False
+    #: things to stop when the environment closes, in reverse order of start
+    _owned: list[Any] = field(default_factory=list)
+
+    def close(self) -> None:
+        """Stop everything this environment started (a private one); errors are logged."""
+        for thing in reversed(self._owned):
+            try:
+                thing.stop()
+            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
+                log.error("stopping %r failed: %s", thing, exc)
+        self._owned.clear()
+
+    def describe(self) -> str:
+        parts = [self.source.describe(), self.target.describe(), self.replicator.describe()]
+        parts += [link.describe() for link in self.links.values()]
+        return "\n".join(parts)
+
+
+def build_private_env(session: KafkaMirrorSession, workdir: Path, *, topics: str, links: bool = True) -> MirrorEnv:
+    """Start clusters, links and a replicator for one test (see the module docstring).
+
+    ``links``: put a faultable link between the replicator and each single-broker
+    cluster.  Everything already started is stopped again when a later step fails.
+    """
+    from .clusters import ClusterError
+    from .faults import FaultError, Link
+
+    owned: list[Any] = []
+
+    def own(thing: Any) -> Any:
+        owned.append(thing)
+        return thing
+
+    env: MirrorEnv | None = None
+    try:
+        source = session.make_cluster("source", workdir / "source")
+        own(source).start()
+        target = session.make_cluster("target", workdir / "target")
+        own(target).start()
+        via: dict[str, Any] = {"source": source, "target": target}
+        made: dict[str, Link] = {}
+        if links:
+            for role, cluster in (("source", source), ("target", target)):
+                if "," in cluster.bootstrap_servers:
+                    log.warning("no %s link: the cluster has several bootstrap servers", role)
+                    continue
+                link = own(Link(role, cluster.bootstrap_servers, workdir / "links")).start()
+                made[role] = link
+                via[role] = ViaLink(cluster, link)
+        replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator", topics=topics)
+        own(replicator).start()
+        env = MirrorEnv(source, target, replicator, made, private=True, _owned=owned)
+        return env
+    except (ClusterError, FaultError, Exception):
+        if env is None:
+            MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
+        raise

@@ -1,0 +1,138 @@
+"""Clusters shared by the xdist workers of one run.
+
+With ``pytest -n N`` every worker is its own process with its own session fixtures, so
+by default each would start its own source and target clusters.  With
+``--kafka-mirror-share run`` (the default) the first worker that needs a cluster starts
+it under a file lock and writes its endpoint to a JSON file in the run's share directory;
+the other workers read the file and connect to the same cluster.  Each worker still runs
+its own replicator, mirroring only its own topics (topic names carry the worker id), so
+workers never see each other's records.
+
+Lifetime: the shared cluster must outlive the worker that started it, and must not
+outlive the run.  Its processes are started :func:`detached
+<pytest_kafka_mirror._process.detached>` under a supervisor that watches the xdist
+controller: the controller stops them in ``pytest_sessionfinish``, and if the controller
+itself is killed the supervisors notice and stop their clusters.  A worker that crashes
+takes nothing with it.
+
+``--kafka-mirror-share worker`` gives every worker clusters of its own (more processes,
+full isolation, e.g. to restart a broker).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._process import detached, stop_registered
+from .clusters.base import Capabilities, ClusterError
+from .clusters.bootstrap import BootstrapCluster
+
+if TYPE_CHECKING:
+    from .clusters import Cluster
+
+__all__ = ["SHARE_MODES", "ShareDir", "SharedCluster", "controller_share_dir", "worker_share_dir"]
+
+SHARE_MODES = ("run", "worker")
+_ROOT_ENV = "KAFKA_MIRROR_SHARE_ROOT"
+_RUN_ENV = "PYTEST_XDIST_TESTRUNUID"
+_CONTROLLER_ENV = "KAFKA_MIRROR_CONTROLLER_PID"
+
+
+def _root() -> Path:
+    return Path(os.environ.get(_ROOT_ENV) or tempfile.gettempdir()) / "kafka-mirror-share"
+
+
+class ShareDir:
+    """The directory where the workers of one run meet: endpoints, lock, supervisor pids."""
+
+    def __init__(self, path: Path, controller_pid: int) -> None:
+        self.path = path
+        self.controller_pid = controller_pid
+
+    @property
+    def registry(self) -> Path:
+        return self.path / "supervisors.txt"
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        self.path.mkdir(parents=True, exist_ok=True)
+        with open(self.path / "lock", "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def endpoint_file(self, role: str) -> Path:
+        return self.path / f"{role}.json"
+
+    def get_or_start(self, role: str, start: Callable[[], Cluster]) -> dict[str, Any]:
+        """The endpoint of the shared ``role`` cluster, starting it if nobody has yet.
+
+        ``start`` builds and starts the cluster; it runs inside :func:`detached`, so the
+        cluster outlives this worker.  A start failure is written down too, so the other
+        workers fail fast with the same message instead of each retrying.
+        """
+        path = self.endpoint_file(role)
+        with self.lock():
+            if path.exists():
+                return dict(json.loads(path.read_text()))
+            try:
+                with detached(self.controller_pid, self.registry):
+                    cluster = start()
+                caps = cluster.capabilities().to_dict()
+                caps["lifecycle"] = False  # shared: no worker may stop or restart it
+                data: dict[str, Any] = {
+                    "role": role, "spec": cluster.spec, "bootstrap_servers": cluster.bootstrap_servers,
+                    "capabilities": caps, "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
+                }
+            except Exception as exc:  # noqa: BLE001 - recorded for the other workers, then re-raised
+                data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
+                path.write_text(json.dumps(data))
+                raise
+            path.write_text(json.dumps(data))
+            return data
+
+    def stop_all(self) -> list[int]:
+        """Stop every shared process of the run and remove the directory (controller only)."""
+        stopped = stop_registered(self.registry)
+        shutil.rmtree(self.path, ignore_errors=True)
+        return stopped
+
+
+def worker_share_dir() -> ShareDir | None:
+    """This xdist worker's share directory, or None when not running under xdist."""
+    run = os.environ.get(_RUN_ENV)
+    if not run or "PYTEST_XDIST_WORKER" not in os.environ:
+        return None
+    controller = int(os.environ.get(_CONTROLLER_ENV) or os.getppid())
+    return ShareDir(_root() / run, controller)
+
+
+def controller_share_dir(testrunuid: str) -> ShareDir:
+    return ShareDir(_root() / testrunuid, os.getpid())
+
+
+class SharedCluster(BootstrapCluster):
+    """A cluster another worker started: reachable, not controllable by this worker."""
+
+    def __init__(self, name: str, endpoint: dict[str, Any]) -> None:
+        if "error" in endpoint:
+            raise ClusterError(f"the shared {endpoint.get('role', name)} cluster failed to start: {endpoint['error']}")
+        super().__init__(name, str(endpoint["bootstrap_servers"]))
+        self.spec = f"{endpoint['spec']} (shared by the xdist workers)"
+        self._caps = Capabilities(**endpoint.get("capabilities", {}))
+
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.spec} at {self.bootstrap_servers}"
