@@ -26,7 +26,7 @@ from ._warnings import PytestKafkaMirrorWarning
 from .records import FORMATS, RecordEncoder, metadata_size
 from .rundir import LaneManifest, Manifest
 
-__all__ = ["MirrorProducer", "ProducerError", "TopicLanes", "new_producer_id"]
+__all__ = ["MirrorProducer", "ProducerError", "RateProfile", "TopicLanes", "new_producer_id"]
 
 log = logging.getLogger("pytest_kafka_mirror.producer")
 
@@ -94,12 +94,73 @@ def _merge(ranges: list[list[int]]) -> list[list[int]]:
     return out
 
 
-def validate_rate(rate: float | None) -> float | None:
-    if rate is None:
-        return None
-    if not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
-        raise ProducerError(f"rate must be a positive number of messages/s per topic (or None for unthrottled), got {rate!r}")
-    return float(rate)
+class RateProfile:
+    """A rate that changes over time: ``[(seconds from start, messages/s), ...]`` steps.
+
+    ``RateProfile([(0, 500), (5, 5000), (8, 500)])`` is 500 msg/s, a 3 s burst at
+    5000 msg/s from t = 5 s, then 500 msg/s again.  A constant rate is one step.  The
+    producer keeps to :meth:`allowed` (records due by time ``t``), so a profile is as
+    strict a ceiling as a constant rate.
+    """
+
+    def __init__(self, steps: Sequence[tuple[float, float]]) -> None:
+        pts = [(float(t), float(r)) for t, r in steps]
+        if not pts or pts[0][0] != 0:
+            raise ProducerError(f"a rate profile starts at t=0: [(0, RATE), (SECONDS, RATE), ...], got {steps!r}")
+        for (t0, _), (t1, _) in zip(pts, pts[1:]):
+            if t1 <= t0:
+                raise ProducerError(f"rate profile times must increase, got {steps!r}")
+        for _, r in pts:
+            if math.isnan(r) or r <= 0:
+                raise ProducerError(f"rate profile rates must be positive messages/s, got {steps!r}")
+        self.steps = pts
+        # records due at the start of each step
+        self._base = [0.0]
+        for (t0, r0), (t1, _) in zip(pts, pts[1:]):
+            self._base.append(self._base[-1] + (t1 - t0) * r0)
+
+    def _step(self, t: float) -> int:
+        i = 0
+        while i + 1 < len(self.steps) and self.steps[i + 1][0] <= t:
+            i += 1
+        return i
+
+    def rate_at(self, t: float) -> float:
+        return self.steps[self._step(t)][1]
+
+    def allowed(self, t: float) -> float:
+        """Records due by ``t`` seconds (the integral of the rate)."""
+        i = self._step(t)
+        t0, r = self.steps[i]
+        return self._base[i] + (t - t0) * r
+
+    def time_of(self, n: float) -> float:
+        """When record ``n`` (counting from 0) is due."""
+        i = len(self._base) - 1
+        while i > 0 and self._base[i] > n:
+            i -= 1
+        t0, r = self.steps[i]
+        return t0 + (n - self._base[i]) / r
+
+    def to_json(self) -> float | list[list[float]]:
+        return self.steps[0][1] if len(self.steps) == 1 else [list(s) for s in self.steps]
+
+    def __repr__(self) -> str:
+        return f"RateProfile({self.steps!r})"
+
+
+def validate_rate(rate: float | Sequence[tuple[float, float]] | RateProfile | None) -> RateProfile | None:
+    """None (unthrottled), a positive number, or a profile of ``(seconds, rate)`` steps."""
+    if rate is None or isinstance(rate, RateProfile):
+        return rate
+    if isinstance(rate, (list, tuple)):
+        return RateProfile(rate)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or math.isnan(rate) or rate <= 0:
+        raise ProducerError(
+            f"rate must be a positive number of messages/s per topic, a profile [(0, RATE), (SECONDS, RATE), ...], "
+            f"or None for unthrottled; got {rate!r}"
+        )
+    return RateProfile([(0, float(rate))])
 
 
 class MirrorProducer:
@@ -169,7 +230,7 @@ class MirrorProducer:
         self,
         topics: Sequence[TopicLanes],
         *,
-        rate: float | None,
+        rate: float | Sequence[tuple[float, float]] | RateProfile | None,
         duration: float | None = None,
         count: int | None = None,
         target_names: dict[str, str] | None = None,
@@ -181,7 +242,8 @@ class MirrorProducer:
         """Produce until ``count`` records per topic or ``duration`` seconds, then flush.
 
         With ``rate`` and ``duration`` but no ``count``, each topic gets exactly
-        ``round(rate * duration)`` records.  Returns the manifest (not yet written).
+        ``round(rate * duration)`` records (the integral, for a :class:`RateProfile`).
+        Returns the manifest (not yet written).
 
         ``warmup_topic``: a topic outside the mirrored set.  One record is produced to it
         and acknowledged before the schedule starts, so the client's connection and
@@ -190,7 +252,7 @@ class MirrorProducer:
         ``on_start`` is called once, right when the schedule's clock starts (after the
         warm-up): scheduled faults are timed from there.
         """
-        rate = validate_rate(rate)
+        profile = validate_rate(rate)
         if not topics:
             raise ProducerError("no topics to produce to")
         if count is None and duration is None:
@@ -199,8 +261,8 @@ class MirrorProducer:
             raise ProducerError(f"count must be a non-negative number of records per topic, got {count!r}")
         if duration is not None and (not isinstance(duration, (int, float)) or duration <= 0):
             raise ProducerError(f"duration must be a positive number of seconds, got {duration!r}")
-        if count is None and rate is not None and duration is not None:
-            count = round(rate * duration)
+        if count is None and profile is not None and duration is not None:
+            count = round(profile.allowed(duration))
         self.check_size(topics)
 
         from confluent_kafka import KafkaException, Producer
@@ -249,8 +311,8 @@ class MirrorProducer:
                 wait = 0.01
                 for i, (topic, _parts, lanes) in enumerate(per_topic):
                     limit = count if count is not None else 1 << 62
-                    if rate is not None:
-                        allowed = min(limit, int(elapsed * rate) + 1)
+                    if profile is not None:
+                        allowed = min(limit, int(profile.allowed(elapsed)) + 1)
                         behind = allowed - sent[i]
                         if behind > behind_max:
                             behind_max = behind
@@ -279,17 +341,17 @@ class MirrorProducer:
                                 poll(0.05)
                         lane.manifest.sent = seq + 1
                     sent[i] = s0 + n
-                    if rate is not None and sent[i] < limit:
-                        wait = min(wait, (sent[i] / rate) - elapsed)
+                    if profile is not None and sent[i] < limit:
+                        wait = min(wait, profile.time_of(sent[i]) - elapsed)
                 if done:
                     break
                 # A quarter second's worth behind is a stall a user must hear about; less
                 # is scheduling noise that the next loop pass absorbs.
-                if rate is not None and not warned and behind_max > max(rate * 0.25, 10):
+                if profile is not None and not warned and behind_max > max(profile.rate_at(elapsed) * 0.25, 10):
                     warned = True
                     warnings.warn(
                         PytestKafkaMirrorWarning(
-                            f"producer {self.producer_id} cannot reach {rate:g} msg/s per topic on "
+                            f"producer {self.producer_id} cannot reach {profile.rate_at(elapsed):g} msg/s per topic on "
                             f"{len(per_topic)} topic(s): {behind_max} records behind schedule after {elapsed:.1f} s. "
                             "Lower the rate, use fewer/larger messages, or use several producer processes."
                         ),
@@ -325,7 +387,7 @@ class MirrorProducer:
             "errors": errors,
             "produce_seconds": round(produce_seconds, 6),
             "achieved_rate_per_topic": round(total_sent / len(per_topic) / produce_seconds, 3) if produce_seconds > 0 else None,
-            "max_behind_schedule": behind_max if rate is not None else None,
+            "max_behind_schedule": behind_max if profile is not None else None,
             "rate_warning": warned,
             "warmup_seconds": warmup_seconds,
         }
@@ -339,7 +401,7 @@ class MirrorProducer:
             producer_id=self.producer_id,
             format=self.format,
             message_size=self.message_size,
-            rate=rate,
+            rate=profile.to_json() if profile is not None else None,
             started_us=started_us,
             finished_us=finished_us,
             topics={t.topic: (target_names or {}).get(t.topic, t.topic) for t in topics},

@@ -86,7 +86,7 @@ class MirrorRun:
     def produce(
         self,
         *,
-        rate: float | None,
+        rate: float | Sequence[tuple[float, float]] | None,
         duration: float | None = None,
         count: int | None = None,
         format: str = "headers",

@@ -93,7 +93,7 @@ class Manifest:
     producer_id: str
     format: str  # "headers" | "body"
     message_size: int
-    rate: float | None  # requested messages/s per topic, None = unthrottled
+    rate: float | list[list[float]] | None  # messages/s per topic, a profile of [seconds, rate] steps, or None = unthrottled
     started_us: int
     finished_us: int
     #: source topic -> target topic, as mapped by the replicator's naming policy

@@ -108,17 +108,23 @@ class MirrorTopics:
         self.test_name = test_name
         self.created: dict[str, int] = {}
 
-    def __call__(self, n: int = 1, *, partitions: int = 3, name: str | None = None) -> list[str]:
-        """Create ``n`` topics with ``partitions`` partitions each and return their names."""
+    def __call__(self, n: int = 1, *, partitions: int = 3, name: str | None = None,
+                 config: dict[str, str] | None = None, create: bool = True) -> list[str]:
+        """Create ``n`` topics with ``partitions`` partitions each and return their names.
+
+        ``config``: topic configs (e.g. ``{"max.message.bytes": "4194304"}``).
+        ``create=False`` only reserves unique names, for topics a fault creates mid-run.
+        """
         if n < 1:
             raise ValueError(f"n must be >= 1, got {n}")
         if partitions < 1:
             raise ValueError(f"partitions must be >= 1, got {partitions}")
         base = f"{self.prefix}-{worker_id()}-{_slug(name or self.test_name, 60)}-{uuid.uuid4().hex[:6]}"
         names = [base if n == 1 else f"{base}-{i}" for i in range(n)]
-        for t in names:
-            self.source.create_topic(t, partitions)
-            self.created[t] = partitions
+        if create:
+            for t in names:
+                self.source.create_topic(t, partitions, config=config)
+                self.created[t] = partitions
         return names
 
 
@@ -198,7 +204,7 @@ class MirrorProducerFactory:
         self,
         topics: Sequence[str] | str,
         *,
-        rate: float | None,
+        rate: float | Sequence[tuple[float, float]] | None,
         duration: float | None = None,
         count: int | None = None,
         format: str | None = None,

@@ -148,6 +148,22 @@ class KafkaAdminMixin:
                     raise
         return name
 
+    def add_partitions(self, topic: str, total: int) -> None:
+        """Grow ``topic`` to ``total`` partitions and wait until metadata shows them."""
+        from confluent_kafka import KafkaException
+        from confluent_kafka.admin import NewPartitions
+
+        futures = self.admin().create_partitions([NewPartitions(topic, total)], operation_timeout=self.admin_timeout)
+        try:
+            futures[topic].result(timeout=self.admin_timeout)
+        except KafkaException as exc:
+            raise ClusterError(f"{self.name}: cannot grow topic {topic!r} to {total} partitions: {exc}") from None
+        deadline = time.monotonic() + self.admin_timeout
+        while (self.partitions(topic) or 0) < total:
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{self.name}: topic {topic!r} did not show {total} partitions in metadata")
+            time.sleep(0.02)
+
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, or None when it does not exist."""
         # Ask for all topics: a metadata request naming an unknown topic makes some brokers

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
-from pytest_kafka_mirror.producer import MirrorProducer, ProducerError, TopicLanes, _merge
+from pytest_kafka_mirror.producer import MirrorProducer, ProducerError, RateProfile, TopicLanes, _merge
 from pytest_kafka_mirror.records import Kind, decode
 
 
@@ -151,3 +151,33 @@ def test_bad_format() -> None:
 
 def test_merge() -> None:
     assert _merge([[5, 6], [0, 2], [3, 4], [8, 8]]) == [[0, 6], [8, 8]]
+
+
+def test_a_rate_profile_is_a_ceiling_at_every_step() -> None:
+    client = FakeClient({})
+    steps = [(0, 200), (0.3, 2000), (0.5, 200)]
+    m = _producer(client).run([TopicLanes("a", 2)], rate=steps, duration=1.0)
+    profile = RateProfile(steps)
+    # 0.3 s at 200 + 0.2 s at 2000 + 0.5 s at 200 = 60 + 400 + 100 records
+    assert len(client.calls) == 560 == round(profile.allowed(1.0))
+    t0 = client.calls[0][0]
+    for k, call in enumerate(client.calls):
+        assert call[0] - t0 >= profile.time_of(k) - 0.001, f"record {k} sent early"
+    assert m.rate == [[0.0, 200.0], [0.3, 2000.0], [0.5, 200.0]]
+
+
+def test_rate_profile_arithmetic() -> None:
+    p = RateProfile([(0, 10), (2, 100)])
+    assert (p.allowed(1), p.allowed(2), p.allowed(3)) == (10, 20, 120)
+    assert (p.time_of(10), p.time_of(20), p.time_of(120)) == (1, 2, 3)
+    assert (p.rate_at(1.9), p.rate_at(2)) == (10, 100)
+
+
+@pytest.mark.parametrize(
+    "steps,message",
+    [([(1, 10)], "starts at t=0"), ([(0, 10), (0, 20)], "must increase"), ([(0, 10), (1, 0)], "must be positive"),
+     ([], "starts at t=0")],
+)
+def test_bad_rate_profiles(steps: list[tuple[float, float]], message: str) -> None:
+    with pytest.raises(ProducerError, match=message):
+        _producer(FakeClient({})).run([TopicLanes("a", 1)], rate=steps, duration=1)
