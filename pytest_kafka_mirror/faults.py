@@ -225,7 +225,11 @@ class Marker:
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("t", "at_us", "label", "kind", "planned", "took", "error")}
+        """The report's marker shape: ``time`` (UTC epoch seconds) and ``label`` for plots,
+        plus what the recovery figures and messages use."""
+        d = {k: getattr(self, k) for k in ("t", "at_us", "label", "kind", "planned", "took", "error")}
+        d["time"] = self.at_us / 1e6
+        return d
 
 
 @dataclass

@@ -1,0 +1,129 @@
+"""Figures derived from the per-second timeline and the fault markers.
+
+Pure functions over report data (no Spark), so they work on stored reports too.
+
+*Recovery* after a fault at time F: the start of the first second ``s >= F`` from which
+on, through the last second of production, every second is healthy — its p99 latency
+(of the records produced in it) is within the SLO, and every record produced in it
+arrived (``received == sent``; the producer counts ``sent`` per second of the records'
+own timestamps, so the two are exactly comparable).  ``seconds`` is ``s - F``, measured
+in whole seconds of produce time; ``None`` when the run never recovered.
+
+*Catch-up rate*: the peak arrival rate (records/s) in the seconds after the fault was
+healed (or after F when nothing healed it): how fast the replicator drains a backlog.
+*Backlog*: the largest number of records produced but not yet arrived
+(cumulative sent - cumulative arrived) at any second boundary during the episode.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+__all__ = ["Recovery", "discovery_seconds", "recoveries", "with_missing_so_far"]
+
+
+@dataclass
+class Recovery:
+    """One fault episode and how the mirror came back from it."""
+
+    label: str
+    fault_time: float  # UTC epoch seconds
+    healed_time: float | None
+    recovered_time: float | None
+    seconds: float | None  # recovered_time - fault_time
+    seconds_after_heal: float | None
+    peak_p99_ms: float | None
+    backlog: int
+    catch_up_rate: float | None  # records/s
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _healthy(entry: dict[str, Any], p99_ms: float) -> bool:
+    p99 = entry.get("p99_ms")
+    return (p99 is None or p99 <= p99_ms) and entry.get("received", 0) >= entry.get("sent", 0)
+
+
+def with_missing_so_far(timeline: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The timeline with ``missing_so_far``: records produced up to each second that never
+    arrived (cumulative ``sent - received``)."""
+    out, total = [], 0
+    for e in timeline:
+        total += max(0, int(e.get("sent", 0)) - int(e.get("received", 0)))
+        out.append({**e, "missing_so_far": total})
+    return out
+
+
+def recoveries(
+    timeline: Sequence[dict[str, Any]],
+    markers: Sequence[dict[str, Any]],
+    p99_ms: float,
+    *,
+    since: float | None = None,
+    label: str | None = None,
+) -> list[Recovery]:
+    """One :class:`Recovery` per fault marker of kind ``outage`` (or one from ``since``,
+    UTC epoch seconds, when given — e.g. the end of a burst)."""
+    if not timeline:
+        return []
+    entries = sorted(timeline, key=lambda e: e["t"])
+    produced = [e for e in entries if e.get("sent", 0)]
+    last = produced[-1]["t"] if produced else entries[-1]["t"]
+    if since is not None:
+        starts = [(label or f"from t={since:.3f}", since)]
+    else:
+        starts = [(m["label"], _time(m)) for m in markers if m.get("kind", "outage") == "outage"]
+    heals = sorted(_time(m) for m in markers if m.get("kind") == "heal")
+    out = []
+    for name, fault in starts:
+        healed = next((h for h in heals if h >= fault), None)
+        recovered: float | None = None
+        for e in entries:
+            if e["t"] + 1 <= fault:  # seconds that ended before the fault
+                continue
+            if e["t"] > last:
+                break
+            if not _healthy(e, p99_ms):
+                recovered = None
+            elif recovered is None:
+                recovered = max(float(e["t"]), fault)
+        window = [e for e in entries if e["t"] + 1 > fault and (recovered is None or e["t"] <= recovered)]
+        p99s = [e["p99_ms"] for e in window if e.get("p99_ms") is not None]
+        backlog, cum_sent, cum_arrived = 0, 0, 0
+        for e in entries:
+            cum_sent += int(e.get("sent", 0))
+            cum_arrived += int(e.get("arrived", 0))
+            if e["t"] + 1 > fault and (recovered is None or e["t"] <= recovered):
+                backlog = max(backlog, cum_sent - cum_arrived)
+        after = healed if healed is not None else fault
+        rates = [int(e.get("arrived", 0)) for e in entries if e["t"] >= math.floor(after)
+                 and (recovered is None or e["t"] <= recovered + 1)]
+        out.append(Recovery(
+            label=name,
+            fault_time=fault,
+            healed_time=healed,
+            recovered_time=recovered,
+            seconds=None if recovered is None else round(recovered - fault, 3),
+            seconds_after_heal=None if recovered is None or healed is None else round(max(0.0, recovered - healed), 3),
+            peak_p99_ms=max(p99s) if p99s else None,
+            backlog=backlog,
+            catch_up_rate=float(max(rates)) if rates else None,
+        ))
+    return out
+
+
+def _time(marker: dict[str, Any]) -> float:
+    if "time" in marker:
+        return float(marker["time"])
+    return float(marker["at_us"]) / 1e6
+
+
+def discovery_seconds(first_arrival_us: int | None, first_produce_us: int | None) -> float | None:
+    """Seconds from the first record produced to a topic until the first one arrived."""
+    if first_arrival_us is None or first_produce_us is None:
+        return None
+    return round((first_arrival_us - first_produce_us) / 1e6, 6)

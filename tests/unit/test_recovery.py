@@ -1,0 +1,54 @@
+"""Recovery, backlog and catch-up figures from a timeline and fault markers (no Spark)."""
+
+from __future__ import annotations
+
+from pytest_kafka_mirror.verify._recovery import discovery_seconds, recoveries, with_missing_so_far
+
+T0 = 1_700_000_000
+
+
+def sec(i: int, sent: int = 100, received: int | None = None, arrived: int | None = None, p99: float | None = 20.0):
+    return {"t": T0 + i, "sent": sent, "received": sent if received is None else received,
+            "arrived": sent if arrived is None else arrived, "p50_ms": None if p99 is None else p99 / 2, "p99_ms": p99}
+
+
+def test_recovery_after_a_pause_is_the_first_second_of_the_last_healthy_streak() -> None:
+    timeline = [sec(0), sec(1), sec(2, arrived=0, p99=3500), sec(3, arrived=0, p99=2600), sec(4, arrived=400, p99=900),
+                sec(5, p99=300), sec(6), sec(7)]
+    markers = [{"time": T0 + 2.2, "label": "pause", "kind": "outage"},
+               {"time": T0 + 4.1, "label": "resume", "kind": "heal"}]
+    [r] = recoveries(timeline, markers, p99_ms=1000)
+    # second 4 is the first healthy one (p99 900 <= 1000, all received): recovered at T0+4
+    assert (r.recovered_time, r.seconds, r.seconds_after_heal) == (T0 + 4, 1.8, 0.0)
+    assert r.peak_p99_ms == 3500 and r.catch_up_rate == 400
+    assert r.backlog == 200  # two seconds of records produced, none arrived yet
+
+
+def test_never_recovers_when_the_last_seconds_are_unhealthy() -> None:
+    timeline = [sec(0), sec(1, p99=5000), sec(2, received=90)]
+    [r] = recoveries(timeline, [{"at_us": (T0 + 1) * 1_000_000, "label": "kill", "kind": "outage"}], p99_ms=1000)
+    assert r.recovered_time is None and r.seconds is None
+
+
+def test_a_relapse_restarts_the_streak() -> None:
+    timeline = [sec(0), sec(1, p99=5000), sec(2), sec(3, p99=5000), sec(4), sec(5)]
+    [r] = recoveries(timeline, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
+    assert r.recovered_time == T0 + 4 and r.seconds == 3
+
+
+def test_since_replaces_markers_and_heals_are_not_episodes() -> None:
+    timeline = [sec(0), sec(1, sent=1000, p99=3000), sec(2, p99=1500), sec(3)]
+    markers = [{"time": T0 + 3, "label": "heal", "kind": "heal"}]
+    assert recoveries(timeline, markers, p99_ms=1000) == []
+    [r] = recoveries(timeline, markers, p99_ms=1000, since=T0 + 2, label="burst end")
+    assert (r.label, r.seconds) == ("burst end", 1)
+
+
+def test_missing_so_far_is_cumulative() -> None:
+    tl = with_missing_so_far([sec(0, received=95), sec(1), sec(2, received=0)])
+    assert [e["missing_so_far"] for e in tl] == [5, 5, 105]
+
+
+def test_discovery() -> None:
+    assert discovery_seconds(3_500_000, 1_000_000) == 2.5
+    assert discovery_seconds(None, 1) is None
