@@ -23,11 +23,12 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-__all__ = ["ManagedProcess", "ProcessFailed", "live_processes", "wait_until"]
+__all__ = ["ManagedProcess", "ProcessFailed", "live_processes", "register_cleanup", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
 _lock = threading.Lock()
+_cleanups: list[Callable[[], None]] = []
 
 
 class ProcessFailed(RuntimeError):
@@ -218,10 +219,21 @@ class ManagedProcess:
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
 
 
+def register_cleanup(fn: Callable[[], None]) -> None:
+    """Run ``fn`` with the last-resort kill (at exit and on SIGTERM): containers use it."""
+    if fn not in _cleanups:
+        _cleanups.append(fn)
+
+
 def _kill_all() -> None:
     for p in list(_live.values()):
         try:
             p.kill()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+    for fn in list(_cleanups):
+        try:
+            fn()
         except Exception:  # noqa: BLE001 - best effort at interpreter exit
             pass
 

@@ -75,6 +75,29 @@ def _spark_master(text: str) -> str:
     return text
 
 
+def _kafka_home(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    from .clusters.kafka_home import check_kafka_home
+
+    return str(check_kafka_home(text))
+
+
+def _properties(text: str) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` entries, one per line (blank lines and ``#`` comments ignored)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{line!r} is not KEY=VALUE (e.g. replication.policy.class=...IdentityReplicationPolicy)")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, ini key and environment variable derive from ``name``."""
@@ -84,6 +107,8 @@ class Option:
     default: str
     help: str
     parse: Callable[[str], Any]
+    #: repeatable flag, ini ``linelist``, newline-separated env; ``parse`` returns a tuple
+    multiple: bool = False
 
     @property
     def flag(self) -> str:
@@ -133,6 +158,12 @@ OPTIONS: list[Option] = [
     Option("format", "FORMAT", "headers", "Default record format of mirror_producer: headers | body.", _format),
     Option("message-size", "BYTES", "200",
            "Default record size of mirror_producer, metadata included.", _positive_int),
+    Option("kafka-home", "PATH", "",
+           "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
+           _kafka_home),
+    Option("replicator-properties", "KEY=VALUE", "",
+           "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
+           "repeat the flag, one per line in ini, newline-separated in env.", _properties, multiple=True),
 ]
 
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
@@ -152,6 +183,8 @@ class Settings:
     topic_prefix: str
     format: str
     message_size: int
+    kafka_home: str = ""
+    replicator_properties: tuple[tuple[str, str], ...] = ()
     #: option name -> where its value came from ("default", "--flag", "ini key", "env VAR")
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -172,10 +205,14 @@ def resolve_settings(
     sources: dict[str, str] = {}
     for opt in OPTIONS:
         value = cli.get(opt.dest)
+        if opt.multiple and isinstance(value, list):  # repeated flag: one parsed tuple each
+            value = tuple(item for part in value for item in part) or None
         if value is not None:
             values[opt.dest], sources[opt.name] = value, opt.flag
             continue
         for origin, raw in ((f"ini key {opt.ini}", ini(opt.ini)), (f"env {opt.env}", env.get(opt.env))):
+            if isinstance(raw, list):  # a linelist ini key
+                raw = "\n".join(raw)
             if raw is not None and str(raw).strip() != "":
                 try:
                     values[opt.dest] = opt.parse(str(raw).strip())
@@ -201,5 +238,7 @@ def resolve_settings(
         topic_prefix=values["kafka_mirror_topic_prefix"],
         format=values["kafka_mirror_format"],
         message_size=values["kafka_mirror_message_size"],
+        kafka_home=values["kafka_mirror_kafka_home"],
+        replicator_properties=values["kafka_mirror_replicator_properties"],
         sources=sources,
     )

@@ -36,10 +36,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             dest=opt.dest,
             metavar=opt.metavar,
             type=opt.argparse_type,
+            action="append" if opt.multiple else "store",
             default=None,  # None = not given: the ini key, then the env var, then the default apply
             help=f"{opt.help} Also ini {opt.ini}, env {opt.env}. Default: {opt.default!r}",
         )
-        parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
+        if opt.multiple:
+            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="linelist", default=[])
+        else:
+            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
 
 
 def _session(config: pytest.Config) -> KafkaMirrorSession:
@@ -103,7 +107,10 @@ def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: 
     from .clusters import ClusterError
 
     session = _session(request.config)
-    cluster = session.make_cluster(role, tmp_path_factory.mktemp(f"kafka-mirror-{role}"))
+    try:
+        cluster = session.make_cluster(role, tmp_path_factory.mktemp(f"kafka-mirror-{role}"))
+    except ClusterError as exc:
+        pytest.fail(f"kafka-mirror {role} cluster ({exc})", pytrace=False)
     try:
         try:
             cluster.start()
@@ -137,7 +144,10 @@ def replicator(
     from .replicators import ReplicatorError
 
     session = _session(request.config)
-    rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
+    try:
+        rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
+    except ReplicatorError as exc:
+        pytest.fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}", pytrace=False)
     try:
         try:
             rep.start()
@@ -145,7 +155,8 @@ def replicator(
             pytest.fail(f"kafka-mirror replicator ({rep.spec}): {exc}", pytrace=False)
         yield rep
     finally:
-        rep.stop()
+        if getattr(rep, "controllable", True):  # external: not ours to stop
+            rep.stop()
 
 
 @pytest.fixture

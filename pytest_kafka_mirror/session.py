@@ -50,27 +50,33 @@ class KafkaMirrorSession:
         self.spark: Any = None
 
     # -- infrastructure ----------------------------------------------------------------
-    def make_cluster(self, role: str, workdir: Path) -> Cluster:
-        from .clusters import make_cluster
+    def _explicit(self, name: str) -> bool:
+        """True when the setting ``name`` was given (option, ini or env), not defaulted."""
+        return self.settings.sources.get(name, "default") != "default"
 
-        spec = self.settings.source if role == "source" else self.settings.target
-        return make_cluster(role, spec, workdir)
+    def make_cluster(self, role: str, workdir: Path) -> Cluster:
+        from .clusters import BackendOptions, make_cluster
+
+        s = self.settings
+        spec = s.source if role == "source" else s.target
+        options = BackendOptions(
+            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home
+        )
+        return make_cluster(role, spec, workdir, options)
 
     def make_replicator(self, source: Cluster, target: Cluster, workdir: Path) -> Replicator:
-        kind = self.settings.replicator.kind
-        if kind == "reference":
-            from .replicators.reference import ReferenceReplicator
+        from .replicators import ReplicatorOptions, make_replicator
 
-            return ReferenceReplicator(
-                source.bootstrap_servers,
-                target.bootstrap_servers,
-                workdir,
-                topics=f"^{re.escape(self.settings.topic_prefix)}-",
-                naming=self.settings.naming,
-                startup_timeout=self.settings.startup_timeout,
-                warmup_topic=WARMUP_TOPIC,
-            )
-        raise ValueError(f"replicator backend {kind!r} is not available")  # pragma: no cover - spec parser guards
+        s = self.settings
+        options = ReplicatorOptions(
+            topic_prefix=s.topic_prefix,
+            naming=s.naming if self._explicit("naming") else None,
+            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
+            properties=s.replicator_properties,
+            kafka_home=s.kafka_home,
+            warmup_topic=WARMUP_TOPIC,
+        )
+        return make_replicator(s.replicator, source, target, workdir, options)
 
     def get_spark(self) -> Any:
         if self.spark is None:
