@@ -44,6 +44,7 @@ __all__ = [
     "LABEL_ROLE",
     "LABEL_RUN",
     "ManagedContainer",
+    "PULL_ENV",
     "RUN_ID_ENV",
     "build_tansu_image",
     "containers",
@@ -62,6 +63,8 @@ LABEL_OWNER = "io.kafka-mirror.owner"
 LABEL_ROLE = "io.kafka-mirror.role"
 #: Set it to group the containers of one CI job (or one test) under a known id.
 RUN_ID_ENV = "KAFKA_MIRROR_RUN_ID"
+#: ``0`` forbids pulling missing images (tests and air-gapped CI: no registry traffic at all).
+PULL_ENV = "KAFKA_MIRROR_DOCKER_PULL"
 #: The local image ``kafka-mirror image build`` makes: FROM scratch + the static tansu binary.
 DEFAULT_TANSU_IMAGE = "kafka-mirror/tansu:local"
 
@@ -145,11 +148,14 @@ def image_present(image: str) -> bool:
         client.close()
 
 
-def ensure_image(image: str, *, pull: bool = True) -> None:
-    """Make sure ``image`` is present: the local tansu image is built, others pulled.
+def ensure_image(image: str, *, pull: bool | None = None) -> None:
+    """Make sure ``image`` is present: the local tansu image is built, others pulled
+    (unless ``pull=False`` or ``$KAFKA_MIRROR_DOCKER_PULL=0``).
 
     Raises DockerUnavailable with the command to run when neither works (no registry).
     """
+    if pull is None:
+        pull = os.environ.get(PULL_ENV, "1") != "0"
     if image_present(image):
         return
     if image == DEFAULT_TANSU_IMAGE:
@@ -165,7 +171,7 @@ def ensure_image(image: str, *, pull: bool = True) -> None:
         finally:
             client.close()
     else:
-        reason = "pulling is off"
+        reason = f"pulling is off: {PULL_ENV}=0"
     raise DockerUnavailable(
         f"image {image!r} is not present on the Docker engine and could not be pulled ({reason}). "
         f"Hint: `docker pull {image}` where a registry is reachable, or use the local Tansu image "

@@ -188,6 +188,8 @@ class KafkaHomeCluster(KafkaAdminMixin):
         deadline = time.monotonic() + self.startup_timeout
         while True:
             if not proc.running:
+                proc.stop()
+                self._admin = None
                 raise ClusterError(f"{self.name}: Kafka exited during start-up: {proc.describe_exit()}")
             left = deadline - time.monotonic()
             try:
@@ -196,6 +198,7 @@ class KafkaHomeCluster(KafkaAdminMixin):
             except ClusterError as exc:
                 if time.monotonic() >= deadline:
                     proc.stop(self.stop_timeout)
+                    self._admin = None
                     raise ClusterError(
                         f"{exc}; Kafka from {self.home} did not answer metadata within {self.startup_timeout:g} s. "
                         f"Last log lines:\n{proc.log_tail()}"

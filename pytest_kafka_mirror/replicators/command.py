@@ -6,7 +6,7 @@ The template's placeholders are filled in, each shell-quoted, and the result run
 =============  ================================================================
 ``{source}``   source bootstrap servers, e.g. ``127.0.0.1:40123``
 ``{target}``   target bootstrap servers
-``{topics}``   the topic filter, a regex: ``^km\\-.*`` (a full match in Java)
+``{topics}``   the topic filter, a regex: ``^km-.*`` (the prefix regex-escaped) (a full match in Java)
 ``{workdir}``  a directory for the replicator's config files and state
 =============  ================================================================
 
