@@ -25,7 +25,7 @@ __all__ = ["SESSION_KEY"]
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
 #: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
-MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout"}
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "replicator_properties"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,8 +54,8 @@ def _session(config: pytest.Config) -> KafkaMirrorSession:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS): "
-        "per-test overrides of pytest-kafka-mirror settings.",
+        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, replicator_properties={{KEY: VALUE}}): "
+        "per-test overrides of pytest-kafka-mirror settings; replicator_properties gives the test its own replicator.",
     )
     cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
     try:
@@ -159,10 +159,45 @@ def replicator(
             rep.stop()
 
 
+_DEDICATED_KEY = pytest.StashKey[tuple[str, tuple[tuple[str, str], ...]]]()
+_DEDICATED_REPLICATOR_KEY = pytest.StashKey["Replicator"]()
+
+
+def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """(topic prefix, properties) when the test's marker asks for its own replicator.
+
+    Its topics get a prefix of their own (``PREFIXxxxxxx-…``) that the session's shared
+    replicator (mirroring ``^PREFIX-``) does not match, so only the dedicated one copies them.
+    """
+    node = request.node
+    if _DEDICATED_KEY in node.stash:
+        return node.stash[_DEDICATED_KEY]
+    props = _marker_overrides(request).get("replicator_properties")
+    if props is None:
+        return None
+    from .config import _properties
+
+    try:
+        if isinstance(props, dict):
+            pairs = tuple((str(k), str(v)) for k, v in props.items())
+        else:
+            pairs = _properties("\n".join(props) if not isinstance(props, str) else props)
+    except (TypeError, ValueError) as exc:
+        pytest.fail(f"@pytest.mark.{MARKER}(replicator_properties=...) must be a dict or KEY=VALUE lines: {exc}",
+                    pytrace=False)
+    import uuid
+
+    prefix = f"{_session(request.config).settings.topic_prefix}{uuid.uuid4().hex[:6]}"
+    node.stash[_DEDICATED_KEY] = (prefix, pairs)
+    return node.stash[_DEDICATED_KEY]
+
+
 @pytest.fixture
 def mirror_topics(request: pytest.FixtureRequest, source_cluster: Cluster) -> MirrorTopics:
     """Factory: ``mirror_topics(n=1, partitions=3)`` creates uniquely named source topics."""
-    return MirrorTopics(source_cluster, _session(request.config).settings.topic_prefix, request.node.name)
+    dedicated = _dedicated(request)
+    prefix = dedicated[0] if dedicated else _session(request.config).settings.topic_prefix
+    return MirrorTopics(source_cluster, prefix, request.node.name)
 
 
 @pytest.fixture
@@ -179,14 +214,35 @@ def mirror_producer(
     Starts a capture of the target topics, produces (blocking) and returns the
     :class:`~pytest_kafka_mirror.run.MirrorRun` to hand to ``mirror_verifier``.
     """
-    factory = MirrorProducerFactory(
-        _session(request.config), source_cluster, target_cluster, replicator, tmp_path, mirror_topics,
-        overrides=_marker_overrides(request),
-    )
+    from .replicators import ReplicatorError
+
+    session = _session(request.config)
+    dedicated = _dedicated(request)
+    own: Replicator | None = None
+    if dedicated is not None:  # @pytest.mark.kafka_mirror(replicator_properties=...): its own replicator
+        try:
+            own = session.make_replicator(source_cluster, target_cluster, tmp_path / "replicator",
+                                          topic_prefix=dedicated[0], extra_properties=dedicated[1])
+        except ReplicatorError as exc:
+            pytest.fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}", pytrace=False)
+        request.node.stash[_DEDICATED_REPLICATOR_KEY] = own
     try:
-        yield factory
+        if own is not None:
+            try:
+                own.start()
+            except ReplicatorError as exc:
+                pytest.fail(f"kafka-mirror replicator for this test ({own.spec}): {exc}", pytrace=False)
+        factory = MirrorProducerFactory(
+            session, source_cluster, target_cluster, own or replicator, tmp_path, mirror_topics,
+            overrides=_marker_overrides(request),
+        )
+        try:
+            yield factory
+        finally:
+            factory.close()
     finally:
-        factory.close()
+        if own is not None and getattr(own, "controllable", True):
+            own.stop()
 
 
 @pytest.fixture
@@ -211,7 +267,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             t = r.totals
             report.user_properties.append((f"kafka_mirror{i or ''}", {k: t[k] for k in sorted(t)}))
         if report.failed:
-            rep = item.funcargs.get("replicator") if hasattr(item, "funcargs") else None
+            rep = item.stash.get(_DEDICATED_REPLICATOR_KEY, None)
+            if rep is None:
+                rep = item.funcargs.get("replicator") if hasattr(item, "funcargs") else None
             if rep is not None:
                 report.sections.append(("kafka-mirror replicator log (last 40 lines)", rep.logs(40)))
     return report

@@ -64,15 +64,25 @@ class KafkaMirrorSession:
         )
         return make_cluster(role, spec, workdir, options)
 
-    def make_replicator(self, source: Cluster, target: Cluster, workdir: Path) -> Replicator:
+    def make_replicator(
+        self,
+        source: Cluster,
+        target: Cluster,
+        workdir: Path,
+        *,
+        topic_prefix: str | None = None,
+        extra_properties: tuple[tuple[str, str], ...] = (),
+    ) -> Replicator:
+        """The configured replicator; ``topic_prefix`` / ``extra_properties`` make a
+        dedicated one (marker ``replicator_properties``)."""
         from .replicators import ReplicatorOptions, make_replicator
 
         s = self.settings
         options = ReplicatorOptions(
-            topic_prefix=s.topic_prefix,
+            topic_prefix=topic_prefix or s.topic_prefix,
             naming=s.naming if self._explicit("naming") else None,
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
-            properties=s.replicator_properties,
+            properties=s.replicator_properties + tuple(extra_properties),
             kafka_home=s.kafka_home,
             warmup_topic=WARMUP_TOPIC,
         )

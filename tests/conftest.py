@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
+
+# Import the Docker SDK before any test runs: pytester restores sys.modules after each of
+# its tests, so an SDK first imported inside one (the matrix builds the image there) would
+# be half unloaded afterwards ("You can only merge into CookieJar" from a re-imported
+# http.cookiejar).
+with contextlib.suppress(ImportError):
+    import docker  # noqa: F401
+    import testcontainers.core.container  # noqa: F401
 
 # The tests never pull images: a pull is registry traffic, and this project's machines have
 # none.  Inherited by pytester subprocesses.  Images come from `kafka-mirror image build`.

@@ -7,7 +7,7 @@ import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -127,8 +127,12 @@ def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+_C = TypeVar("_C", bound="KafkaAdminMixin")
+
+
 class KafkaAdminMixin:
-    """Admin verbs over confluent-kafka's AdminClient, shared by every backend."""
+    """Admin verbs over confluent-kafka's AdminClient, shared by every backend; a backend
+    is also a context manager (``with make_cluster(...) as c:`` starts and stops it)."""
 
     name: str
     admin_timeout: float = 10.0
@@ -211,3 +215,16 @@ class KafkaAdminMixin:
         """Skip the calling test (with the reason) unless this cluster supports ``names``,
         e.g. ``source_cluster.require("add_partitions")``."""
         self.capabilities().require(*names)
+
+    def start(self) -> None:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -270,10 +270,3 @@ class ContainerCluster(KafkaAdminMixin):
         where = self.bootstrap_servers if self.launch else "-"
         cid = self.container.container_name if self.container else "no container"
         return f"{self.name}: {self.flavour} container {self.image} at {where} ({cid})"
-
-    def __enter__(self) -> ContainerCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

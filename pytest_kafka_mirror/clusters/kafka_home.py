@@ -250,10 +250,3 @@ class KafkaHomeCluster(KafkaAdminMixin):
         v = ".".join(map(str, self.version)) if self.version else "unknown version"
         state = f"pid {self.process.pid}" if self.process and self.process.running else "stopped"
         return f"{self.name}: Kafka {v} from {self.home} at {self.bootstrap_servers if self.port else '-'} ({state})"
-
-    def __enter__(self) -> KafkaHomeCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

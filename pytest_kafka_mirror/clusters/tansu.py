@@ -151,10 +151,3 @@ class TansuCluster(KafkaAdminMixin):
     def describe(self) -> str:
         state = f"pid {self.process.pid}" if self.process and self.process.running else "stopped"
         return f"{self.name}: tansu at {self.bootstrap_servers if self.port else '-'} ({state})"
-
-    def __enter__(self) -> TansuCluster:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

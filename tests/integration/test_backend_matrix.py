@@ -149,7 +149,7 @@ def test_steady_state_on_backend(case: Case, pytester: pytest.Pytester, request:
                                  tmp_path: Path, tagged_env: str, run_tag: str) -> None:
     options = case.options(request, tmp_path)
     pytester.makepyfile(test_steady_state=short_scenario())
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-k", "headers", *options)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v", "-k", "headers", "--durations=5", *options)
     out = result.stdout.str()
     assert result.ret == 0, f"{case.id}: {' '.join(options)}\n{out[-6000:]}\n{result.stderr.str()[-3000:]}"
     result.assert_outcomes(passed=1, deselected=1)

@@ -239,6 +239,40 @@ def test_mm2_that_exits_during_startup_is_reported_with_its_log(
     _no_process_left("MirrorMaker")
 
 
+def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_path: Path, tagged_env: str) -> None:
+    """``@pytest.mark.kafka_mirror(replicator_properties=...)``: a dedicated (fake) MM2 with
+    those properties copies that test's topics; the session's MM2 keeps the others."""
+    from tests.conftest import processes_tagged
+
+    home = make_fake_kafka_home(tmp_path)
+    pytester.makepyfile(
+        f"""
+        import pytest
+
+        def _copied(mirror_topics, mirror_producer):
+            topics = mirror_topics(1, partitions=2)
+            run = mirror_producer(topics, rate=None, count=100)
+            status = run.finish(timeout=60)
+            assert (status["reason"], status["ours"]) == ("satisfied", 100), status
+            return topics[0], run.topics[topics[0]]
+
+        def test_shared(mirror_topics, mirror_producer):
+            src, dst = _copied(mirror_topics, mirror_producer)
+            assert src.startswith("km-") and dst == "source." + src
+
+        @pytest.mark.kafka_mirror(replicator_properties={{"replication.policy.class": "{IDENTITY_POLICY}"}})
+        def test_own(mirror_topics, mirror_producer, tmp_path):
+            src, dst = _copied(mirror_topics, mirror_producer)
+            assert not src.startswith("km-") and dst == src
+            assert "IdentityReplicationPolicy" in (tmp_path / "replicator" / "mm2-config" / "mm2.properties").read_text()
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--kafka-mirror-replicator=mm2:{home}")
+    result.assert_outcomes(passed=2)
+    assert len([c for c in calls(home) if c.startswith("connect-mirror-maker.sh")]) == 2
+    assert processes_tagged(tagged_env) == []
+
+
 # ----------------------------------------------------------------------------- command / external
 def _reference_template(prefix_flag: str = "") -> str:
     return (
