@@ -53,10 +53,17 @@ def tansu_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tansu
 
 
 @pytest.fixture
-def run_id(monkeypatch: pytest.MonkeyPatch) -> str:
+def run_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A run id of the test's own; whatever a failed test left under it is removed after it."""
     rid = f"test-{uuid.uuid4().hex[:10]}"
     monkeypatch.setenv("KAFKA_MIRROR_RUN_ID", rid)
-    return rid
+    yield rid
+    from pytest_kafka_mirror._docker import DockerUnavailable, remove_containers
+
+    try:
+        remove_containers(rid)
+    except DockerUnavailable:
+        pass
 
 
 def _no_process_left(name_part: str) -> None:
@@ -123,6 +130,21 @@ def test_removing_an_image_tag_keeps_the_other_tags(tansu_image: str) -> None:
         client.close()
     remove_image(extra)
     assert not image_present(extra)
+    assert image_present(tansu_image)
+
+
+def test_image_build_command_tags_the_image(tansu_image: str) -> None:
+    from pytest_kafka_mirror._docker import image_present, remove_image
+
+    tag = f"kafka-mirror/tansu:cli-{uuid.uuid4().hex[:8]}"
+    out = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "image", "build", "--tag", tag],
+                         capture_output=True, text=True, timeout=300)
+    try:
+        assert out.returncode == 0, out.stderr
+        assert f"built {tag}" in out.stdout and f"container:{tag}" in out.stdout
+        assert image_present(tag)
+    finally:
+        remove_image(tag)
     assert image_present(tansu_image)
 
 
