@@ -39,13 +39,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TANSU_IMAGE",
-    "DockerUnavailable",
     "LABEL_OWNER",
     "LABEL_ROLE",
     "LABEL_RUN",
-    "ManagedContainer",
     "PULL_ENV",
     "RUN_ID_ENV",
+    "DockerUnavailable",
+    "ManagedContainer",
     "build_tansu_image",
     "containers",
     "docker_client",
@@ -337,7 +337,8 @@ class ManagedContainer:
         kwargs: dict[str, Any] = {"network": "host", "labels": self.labels}
         if self.entrypoint is not None:
             kwargs["entrypoint"] = self.entrypoint
-        tc = DockerContainer(self.image, command=self.command, env=self.env, name=self.container_name)
+        # DockerContainer is annotated command: str, but passes a list through to the SDK as is
+        tc = DockerContainer(self.image, command=self.command, env=self.env, name=self.container_name)  # type: ignore[arg-type]
         for host, path, mode in self.volumes:
             tc.with_volume_mapping(host, path, mode)
         tc.with_kwargs(**kwargs)

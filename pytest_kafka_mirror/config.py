@@ -135,13 +135,20 @@ class Option:
 
 
 OPTIONS: list[Option] = [
-    Option("source", "SPEC", "tansu", "Source cluster: tansu (embedded broker) | bootstrap:HOST:PORT[,...].",
+    Option("source", "SPEC", "tansu",
+           "Source cluster: tansu (embedded broker) | container:IMAGE (Docker, host network; e.g. "
+           "kafka-mirror/tansu:local, apache/kafka:3.9.1, redpandadata/redpanda) | kafka-home[:PATH] (KRaft Kafka "
+           "from an unpacked distribution) | bootstrap:HOST:PORT[,...] (existing cluster).",
            parse_cluster_spec),
     Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
-    Option("replicator", "SPEC", "reference", "Replicator under test: reference (built-in mirror process).",
+    Option("replicator", "SPEC", "reference",
+           "Replicator under test: reference (built-in mirror process) | mm2[:KAFKA_HOME] | mm2:container:IMAGE "
+           "(MirrorMaker 2) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
+           "external:POLICY (already running; its naming identity | prefix:P).",
            parse_replicator_spec),
     Option("naming", "POLICY", "identity",
-           "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy).",
+           "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy); "
+           "MM2's is derived from its replication policy.",
            parse_naming),
     Option("spark-master", "MASTER", "local[2]", "Spark master for the verification job.", _spark_master),
     Option("report-dir", "DIR", ".kafka-mirror/reports", "Directory for per-test JSON reports (relative to rootdir).",

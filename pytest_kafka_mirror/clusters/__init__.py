@@ -82,14 +82,14 @@ class BackendOptions:
     kafka_home: str = ""  # for a bare ``kafka-home`` spec
 
 
-def _timeout(opts: BackendOptions) -> dict[str, float]:
-    return {} if opts.startup_timeout is None else {"startup_timeout": opts.startup_timeout}
+def _timeout(opts: BackendOptions, default: float) -> float:
+    return default if opts.startup_timeout is None else opts.startup_timeout
 
 
 def _tansu(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
     from .tansu import TansuCluster
 
-    return TansuCluster(name, workdir, **_timeout(opts))
+    return TansuCluster(name, workdir, startup_timeout=_timeout(opts, 20.0))
 
 
 def _bootstrap(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
@@ -101,7 +101,7 @@ def _bootstrap(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions)
 def _container(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
     from .container import ContainerCluster
 
-    return ContainerCluster(name, spec.arg, workdir, **_timeout(opts))
+    return ContainerCluster(name, spec.arg, workdir, startup_timeout=_timeout(opts, 120.0))
 
 
 def _kafka_home(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
@@ -117,7 +117,7 @@ def _kafka_home(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions
         check_kafka_home(home)
     except ValueError as exc:
         raise ClusterError(f"{name}: {exc} (from --kafka-mirror-kafka-home)") from None
-    return KafkaHomeCluster(name, home, workdir, **_timeout(opts))
+    return KafkaHomeCluster(name, home, workdir, startup_timeout=_timeout(opts, 120.0))
 
 
 BACKENDS: dict[str, Callable[[str, ClusterSpec, str, BackendOptions], Cluster]] = {

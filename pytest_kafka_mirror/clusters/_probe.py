@@ -38,13 +38,18 @@ def _consumer(cluster: KafkaAdminMixin, **extra: Any) -> Any:
 
 
 def _read(
-    cluster: KafkaAdminMixin, topic: str, want: int, timeout: float = 5.0, until: bytes | None = None, **extra: Any
+    cluster: KafkaAdminMixin,
+    topic: str,
+    want: int,
+    timeout: float = 5.0,
+    until: bytes | None = None,
+    config: dict[str, Any] | None = None,
 ) -> list[Any]:
     """Records of partition 0 from offset 0 until ``want`` arrived (and one with the value
     ``until``, when given) or ``timeout`` passed."""
     from confluent_kafka import TopicPartition
 
-    c = _consumer(cluster, **extra)
+    c = _consumer(cluster, **(config or {}))
     out: list[Any] = []
     try:
         c.assign([TopicPartition(topic, 0, 0)])
@@ -110,7 +115,7 @@ def _transactions(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
     p.produce(topic, b"committed", partition=0)
     p.commit_transaction(15)
     # The aborted record precedes the committed one: read until the committed one shows.
-    seen = [m.value() for m in _read(cluster, topic, 1, until=b"committed", **{"isolation.level": "read_committed"})]
+    seen = [m.value() for m in _read(cluster, topic, 1, until=b"committed", config={"isolation.level": "read_committed"})]
     if seen == [b"committed"]:
         return True, "probed: read_committed saw the committed record and not the aborted one"
     if b"aborted" in seen:

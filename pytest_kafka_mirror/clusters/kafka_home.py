@@ -156,7 +156,9 @@ class KafkaHomeCluster(KafkaAdminMixin):
     def _format(self) -> None:
         argv = storage_format_argv(self.home, self.cluster_id, self.properties, self.version)
         try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=self._env(), stdin=subprocess.DEVNULL)
+            out = subprocess.run(
+                argv, capture_output=True, text=True, timeout=120, env=self._env(), stdin=subprocess.DEVNULL, check=False
+            )
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise ClusterError(f"{self.name}: {' '.join(argv)} failed: {exc}") from None
         (self.workdir / "format.log").write_text(out.stdout + out.stderr)

@@ -8,6 +8,7 @@ record (see ``_probe``).
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ class RunnerReplicator:
         self,
         source: Cluster,
         target: Cluster,
-        workdir: str | Path,
+        workdir: str | os.PathLike[str],
         *,
         topic_prefix: str,
         naming: NamingPolicy,

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from ..clusters.base import Cluster
 
 __all__ = [
-    "MirrorMaker2",
     "STARTUP_TIMEOUT",
+    "MirrorMaker2",
     "format_properties",
     "mm2_container_script",
     "naming_from_properties",

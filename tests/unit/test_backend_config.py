@@ -3,6 +3,7 @@ server.properties, storage format arguments, mm2.properties, command templates, 
 
 from __future__ import annotations
 
+import itertools
 import shlex
 from pathlib import Path
 
@@ -85,7 +86,7 @@ def test_redpanda_container_gets_every_listener_its_own_port() -> None:
     ports = {"kafka": 40001, "rpc": 40002, "admin": 40003, "proxy": 40004, "schema_registry": 40005}
     cmd = launch_config("redpanda", ports=ports, cluster_id="x").command
     assert cmd is not None
-    args = dict(zip(cmd[::1], cmd[1::1]))
+    args = dict(itertools.pairwise(cmd))  # each flag -> the word after it
     assert args["--kafka-addr"] == args["--advertise-kafka-addr"] == "PLAINTEXT://127.0.0.1:40001"
     assert args["--rpc-addr"] == args["--advertise-rpc-addr"] == "127.0.0.1:40002"
     assert args["--pandaproxy-addr"] == "127.0.0.1:40004"
