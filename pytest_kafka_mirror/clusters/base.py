@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "free_port", "kraft_cluster_id", "tcp_reachable"]
+__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable"]
 
 
 class ClusterError(RuntimeError):
@@ -228,3 +228,38 @@ class KafkaAdminMixin:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class RunnerClusterMixin(KafkaAdminMixin):
+    """Lifecycle verbs of a cluster run by one *runner* in ``self.runner``: a
+    ManagedProcess or a ManagedContainer, which share stop / kill / pause / resume / logs."""
+
+    runner: Any = None
+    stop_timeout: float = 30.0
+
+    def _started(self, verb: str) -> Any:
+        if self.runner is None:
+            raise ClusterError(f"cannot {verb} {self.name}: it is not started")
+        return self.runner
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL after ``stop_timeout``."""
+        if self.runner is not None:
+            self.runner.stop(timeout=self.stop_timeout)
+        self._admin = None
+
+    def kill(self) -> None:
+        if self.runner is not None:
+            self.runner.kill()
+        self._admin = None
+
+    def pause(self) -> None:
+        """SIGSTOP (a container: the cgroup freezer): connections stay open, nothing answers."""
+        self._started("pause").pause()
+
+    def resume(self) -> None:
+        self._started("resume").resume()
+
+    def logs(self, lines: int = 50) -> str:
+        return str(self.runner.log_tail(lines)) if self.runner is not None else ""
+

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .._docker import ManagedContainer
-from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
+from .base import Capabilities, ClusterError, RunnerClusterMixin, free_port, kraft_cluster_id
 
 __all__ = ["FLAVOURS", "ContainerCluster", "ContainerLaunch", "image_flavour", "launch_config"]
 
@@ -141,7 +141,7 @@ _PORT_NAMES = {
 }
 
 
-class ContainerCluster(KafkaAdminMixin):
+class ContainerCluster(RunnerClusterMixin):
     """One single-node broker container.  ``start()`` returns when it answers metadata."""
 
     def __init__(self, name: str, image: str, workdir: str | os.PathLike[str], *, startup_timeout: float = 120.0) -> None:
@@ -153,7 +153,7 @@ class ContainerCluster(KafkaAdminMixin):
         self.startup_timeout = startup_timeout
         self.cluster_id = kraft_cluster_id()
         self.launch: ContainerLaunch | None = None
-        self.container: ManagedContainer | None = None
+        self.runner: ManagedContainer | None = None
         self._caps: Capabilities | None = None
         # SIGTERM grace: Tansu's graceful shutdown takes ~5 s and saves nothing (memory
         # storage), as for the process backend; a JVM broker gets a controlled shutdown.
@@ -186,14 +186,14 @@ class ContainerCluster(KafkaAdminMixin):
                 c.start()
             except DockerUnavailable as exc:
                 raise ClusterError(f"{self.name}: {exc}") from None
-            self.container, self.launch, self._admin = c, launch, None
+            self.runner, self.launch, self._admin = c, launch, None
             try:
                 self._wait_ready(c, launch.ports["kafka"])
                 return
             except ClusterError as exc:
                 last = str(exc)
                 c.kill()
-                self.container = None
+                self.runner = None
                 self.launch = None
         raise ClusterError(f"{self.name} ({self.spec}) did not become ready after 2 attempts: {last}")
 
@@ -218,36 +218,17 @@ class ContainerCluster(KafkaAdminMixin):
         except (RuntimeError, TimeoutError, ClusterError) as exc:
             raise ClusterError(f"{exc}; {c.describe_exit()}") from None
 
-    def stop(self) -> None:
-        if self.container is not None:
-            self.container.stop(timeout=self.stop_timeout)
-        self._admin = None
-
-    def kill(self) -> None:
-        if self.container is not None:
-            self.container.kill()
-        self._admin = None
+    @property
+    def container(self) -> ManagedContainer | None:
+        return self.runner
 
     def restart(self) -> None:
         """``docker restart``: same ports; Kafka and Redpanda keep their log, Tansu loses it."""
-        if self.container is None or self.launch is None:
-            raise ClusterError(f"cannot restart {self.name}: it is not started")
-        self.container.restart(timeout=self.stop_timeout)
+        c = self._started("restart")
+        assert self.launch is not None
+        c.restart(timeout=self.stop_timeout)
         self._admin = None
-        self._wait_ready(self.container, self.launch.ports["kafka"])
-
-    def pause(self) -> None:
-        if self.container is None:
-            raise ClusterError(f"cannot pause {self.name}: it is not started")
-        self.container.pause()
-
-    def resume(self) -> None:
-        if self.container is None:
-            raise ClusterError(f"cannot resume {self.name}: it is not started")
-        self.container.resume()
-
-    def logs(self, lines: int = 50) -> str:
-        return self.container.log_tail(lines) if self.container is not None else ""
+        self._wait_ready(c, self.launch.ports["kafka"])
 
     def capabilities(self) -> Capabilities:
         """Probed on first call (a few seconds), DeleteRecords only where it cannot crash the broker."""

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from .._process import ManagedProcess
-from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
+from .base import Capabilities, ClusterError, RunnerClusterMixin, free_port, kraft_cluster_id
 
 __all__ = ["KafkaHomeCluster", "check_kafka_home", "kafka_version", "render_server_properties", "storage_format_argv"]
 
@@ -112,7 +112,7 @@ def storage_format_argv(
     return argv
 
 
-class KafkaHomeCluster(KafkaAdminMixin):
+class KafkaHomeCluster(RunnerClusterMixin):
     """A single-node KRaft Kafka run from ``home``; its logs and data live in ``workdir``."""
 
     def __init__(
@@ -136,7 +136,7 @@ class KafkaHomeCluster(KafkaAdminMixin):
         self.cluster_id = kraft_cluster_id()
         self.port: int | None = None
         self.controller_port: int | None = None
-        self.process: ManagedProcess | None = None
+        self.runner: ManagedProcess | None = None
         self.properties = self.workdir / "server.properties"
         self.log_dir = self.workdir / "data"
         self._caps: Capabilities | None = None
@@ -185,7 +185,7 @@ class KafkaHomeCluster(KafkaAdminMixin):
             cwd=self.workdir,
         )
         proc.start()
-        self.process = proc
+        self.runner = proc
         self._admin = None
         deadline = time.monotonic() + self.startup_timeout
         while True:
@@ -207,34 +207,14 @@ class KafkaHomeCluster(KafkaAdminMixin):
                     ) from None
             time.sleep(0.2)
 
-    def stop(self) -> None:
-        """SIGTERM (controlled shutdown), SIGKILL after ``stop_timeout``."""
-        if self.process is not None:
-            self.process.stop(timeout=self.stop_timeout)
-        self._admin = None
-
-    def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-        self._admin = None
+    @property
+    def process(self) -> ManagedProcess | None:
+        return self.runner
 
     def restart(self) -> None:
         """Stop and start on the same ports and log dir: the data survives."""
         self.stop()
         self.start()
-
-    def pause(self) -> None:
-        if self.process is None:
-            raise ClusterError(f"cannot pause {self.name}: it is not started")
-        self.process.pause()
-
-    def resume(self) -> None:
-        if self.process is None:
-            raise ClusterError(f"cannot resume {self.name}: it is not started")
-        self.process.resume()
-
-    def logs(self, lines: int = 50) -> str:
-        return self.process.log_tail(lines) if self.process else ""
 
     def capabilities(self) -> Capabilities:
         if self._caps is None:
