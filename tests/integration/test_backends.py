@@ -119,6 +119,42 @@ def test_orphaned_containers_are_reaped(tansu_image: str, tmp_path: Path, run_id
     assert containers_labelled(run_id) == []
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_interrupted_run_leaves_no_container(
+    tansu_image: str, pytester: pytest.Pytester, run_id: str, tagged_env: str, sig: signal.Signals
+) -> None:
+    """Ctrl-C runs the fixture teardown; SIGTERM (a CI timeout) the last-resort cleanup."""
+    from tests.conftest import processes_tagged
+
+    pytester.makepyfile(
+        """
+        import time
+
+        def test_hangs(source_cluster, target_cluster):
+            print("clusters up", flush=True)
+            time.sleep(120)
+        """
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--kafka-mirror-source=container:{tansu_image}",
+         f"--kafka-mirror-target=container:{tansu_image}"],
+        cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while len(containers_labelled(run_id)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert len(containers_labelled(run_id)) == 2
+        proc.send_signal(sig)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert containers_labelled(run_id) == [], out[-3000:]
+    assert processes_tagged(tagged_env) == []
+
+
 def test_removing_an_image_tag_keeps_the_other_tags(tansu_image: str) -> None:
     from pytest_kafka_mirror._docker import docker_client, image_present, remove_image
 
