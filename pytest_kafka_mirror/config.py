@@ -83,6 +83,29 @@ def _spark_master(text: str) -> str:
     return text
 
 
+def _kafka_home(text: str) -> str:
+    text = text.strip()
+    if not text:
+        return ""
+    from .clusters.kafka_home import check_kafka_home
+
+    return str(check_kafka_home(text))
+
+
+def _properties(text: str) -> tuple[tuple[str, str], ...]:
+    """``KEY=VALUE`` entries, one per line (blank lines and ``#`` comments ignored)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"{line!r} is not KEY=VALUE (e.g. replication.policy.class=...IdentityReplicationPolicy)")
+        out.append((key.strip(), value.strip()))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, ini key and environment variable derive from ``name``."""
@@ -92,6 +115,8 @@ class Option:
     default: str
     help: str
     parse: Callable[[str], Any]
+    #: repeatable flag, ini ``linelist``, newline-separated env; ``parse`` returns a tuple
+    multiple: bool = False
 
     @property
     def flag(self) -> str:
@@ -118,13 +143,20 @@ class Option:
 
 
 OPTIONS: list[Option] = [
-    Option("source", "SPEC", "tansu", "Source cluster: tansu (embedded broker) | bootstrap:HOST:PORT[,...].",
+    Option("source", "SPEC", "tansu",
+           "Source cluster: tansu (embedded broker) | container:IMAGE (Docker, host network; e.g. "
+           "kafka-mirror/tansu:local, apache/kafka:3.9.1, redpandadata/redpanda) | kafka-home[:PATH] (KRaft Kafka "
+           "from an unpacked distribution) | bootstrap:HOST:PORT[,...] (existing cluster).",
            parse_cluster_spec),
     Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
-    Option("replicator", "SPEC", "reference", "Replicator under test: reference (built-in mirror process).",
+    Option("replicator", "SPEC", "reference",
+           "Replicator under test: reference (built-in mirror process) | mm2[:KAFKA_HOME] | mm2:container:IMAGE "
+           "(MirrorMaker 2) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
+           "external:POLICY (already running; its naming identity | prefix:P).",
            parse_replicator_spec),
     Option("naming", "POLICY", "identity",
-           "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy).",
+           "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy); "
+           "MM2's is derived from its replication policy.",
            parse_naming),
     Option("spark-master", "MASTER", "local[2]", "Spark master for the verification job.", _spark_master),
     Option("report-dir", "DIR", ".kafka-mirror/reports", "Directory for per-test JSON reports (relative to rootdir).",
@@ -144,6 +176,12 @@ OPTIONS: list[Option] = [
     Option("share", "MODE", "run",
            "Under xdist: run = the workers share one source and one target cluster (each worker runs its own "
            "replicator for its own topics) | worker = clusters per worker.", _share),
+    Option("kafka-home", "PATH", "",
+           "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
+           _kafka_home),
+    Option("replicator-properties", "KEY=VALUE", "",
+           "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
+           "repeat the flag, one per line in ini, newline-separated in env.", _properties, multiple=True),
 ]
 
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
@@ -164,6 +202,8 @@ class Settings:
     format: str
     message_size: int
     share: str = "run"
+    kafka_home: str = ""
+    replicator_properties: tuple[tuple[str, str], ...] = ()
     #: option name -> where its value came from ("default", "--flag", "ini key", "env VAR")
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -184,10 +224,14 @@ def resolve_settings(
     sources: dict[str, str] = {}
     for opt in OPTIONS:
         value = cli.get(opt.dest)
+        if opt.multiple and isinstance(value, list):  # repeated flag: one parsed tuple each
+            value = tuple(item for part in value for item in part) or None
         if value is not None:
             values[opt.dest], sources[opt.name] = value, opt.flag
             continue
         for origin, raw in ((f"ini key {opt.ini}", ini(opt.ini)), (f"env {opt.env}", env.get(opt.env))):
+            if isinstance(raw, list):  # a linelist ini key
+                raw = "\n".join(raw)
             if raw is not None and str(raw).strip() != "":
                 try:
                     values[opt.dest] = opt.parse(str(raw).strip())
@@ -214,5 +258,7 @@ def resolve_settings(
         format=values["kafka_mirror_format"],
         message_size=values["kafka_mirror_message_size"],
         share=values["kafka_mirror_share"],
+        kafka_home=values["kafka_mirror_kafka_home"],
+        replicator_properties=values["kafka_mirror_replicator_properties"],
         sources=sources,
     )

@@ -11,7 +11,6 @@ another.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,14 +21,9 @@ if TYPE_CHECKING:
     from .replicators import Replicator
     from .session import KafkaMirrorSession
 
-__all__ = ["MirrorEnv", "ViaLink", "build_private_env", "replicator_topics"]
+__all__ = ["MirrorEnv", "ViaLink", "build_private_env"]
 
 log = logging.getLogger("pytest_kafka_mirror.env")
-
-
-def replicator_topics(prefix: str, worker: str) -> str:
-    """The topic regex of a worker's replicator: only this worker's test topics."""
-    return f"^{re.escape(prefix)}-{re.escape(worker)}-"
 
 
 class ViaLink:
@@ -57,12 +51,21 @@ class MirrorEnv:
     replicator: Replicator
     links: dict[str, Link] = field(default_factory=dict)
     private: bool = False
+    #: topic prefix of the test's topics when its replicator mirrors a prefix of its own
+    topic_prefix: str | None = None
     #: things to stop when the environment closes, in reverse order of start
     _owned: list[Any] = field(default_factory=list)
+
+    def own(self, thing: Any) -> Any:
+        """Stop ``thing`` when the environment closes."""
+        self._owned.append(thing)
+        return thing
 
     def close(self) -> None:
         """Stop everything this environment started (a private one); errors are logged."""
         for thing in reversed(self._owned):
+            if not getattr(thing, "controllable", True):  # e.g. an external replicator: not ours
+                continue
             try:
                 thing.stop()
             except Exception as exc:  # noqa: BLE001 - keep stopping the rest
@@ -75,14 +78,19 @@ class MirrorEnv:
         return "\n".join(parts)
 
 
-def build_private_env(session: KafkaMirrorSession, workdir: Path, *, topics: str, links: bool = True) -> MirrorEnv:
+def build_private_env(
+    session: KafkaMirrorSession,
+    workdir: Path,
+    *,
+    links: bool = True,
+    extra_properties: tuple[tuple[str, str], ...] = (),
+) -> MirrorEnv:
     """Start clusters, links and a replicator for one test (see the module docstring).
 
     ``links``: put a faultable link between the replicator and each single-broker
     cluster.  Everything already started is stopped again when a later step fails.
     """
-    from .clusters import ClusterError
-    from .faults import FaultError, Link
+    from .faults import Link
 
     owned: list[Any] = []
 
@@ -90,7 +98,6 @@ def build_private_env(session: KafkaMirrorSession, workdir: Path, *, topics: str
         owned.append(thing)
         return thing
 
-    env: MirrorEnv | None = None
     try:
         source = session.make_cluster("source", workdir / "source")
         own(source).start()
@@ -106,11 +113,10 @@ def build_private_env(session: KafkaMirrorSession, workdir: Path, *, topics: str
                 link = own(Link(role, cluster.bootstrap_servers, workdir / "links")).start()
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
-        replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator", topics=topics)
+        replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",
+                                             extra_properties=extra_properties)
         own(replicator).start()
-        env = MirrorEnv(source, target, replicator, made, private=True, _owned=owned)
-        return env
-    except (ClusterError, FaultError, Exception):
-        if env is None:
-            MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
+    except BaseException:
+        MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
         raise
+    return MirrorEnv(source, target, replicator, made, private=True, _owned=owned)

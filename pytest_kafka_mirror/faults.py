@@ -512,12 +512,9 @@ class MirrorFaults:
                 roles = (role,)
             for role in roles:
                 cluster = getattr(self.env, role)
-                caps = cluster.capabilities()
-                if not hasattr(caps, name):
-                    raise ValueError(f"unknown capability {name!r}; known: {', '.join(sorted(caps.to_dict()))}")
-                if not getattr(caps, name):
-                    reason = getattr(caps, "reasons", {}).get(name) if hasattr(caps, "reasons") else None
-                    pytest.skip(f"the {role} cluster ({cluster.spec}) cannot: {name}" + (f" ({reason})" if reason else ""))
+                missing = cluster.capabilities().missing(name)
+                if missing:
+                    pytest.skip(f"the {role} cluster ({cluster.spec}) lacks {missing[0]}")
 
     def close(self) -> None:
         """Heal links and resume a paused replicator (the environment stops the rest)."""

@@ -27,7 +27,7 @@ __all__ = ["SESSION_KEY"]
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
 #: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
-MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private"}
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties"}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,10 +38,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             dest=opt.dest,
             metavar=opt.metavar,
             type=opt.argparse_type,
+            action="append" if opt.multiple else "store",
             default=None,  # None = not given: the ini key, then the env var, then the default apply
             help=f"{opt.help} Also ini {opt.ini}, env {opt.env}. Default: {opt.default!r}",
         )
-        parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
+        if opt.multiple:
+            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="linelist", default=[])
+        else:
+            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
 
 
 def _session(config: pytest.Config) -> KafkaMirrorSession:
@@ -52,9 +56,10 @@ def _session(config: pytest.Config) -> KafkaMirrorSession:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, private=BOOL): "
-        "per-test overrides of pytest-kafka-mirror settings; private=True gives the test its own clusters, "
-        "links and replicator (implied by the mirror_faults fixture).",
+        f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, private=BOOL, "
+        "replicator_properties={KEY: VALUE}): per-test overrides of pytest-kafka-mirror settings; "
+        "private=True gives the test its own clusters, links and replicator (implied by the mirror_faults "
+        "fixture); replicator_properties gives the test its own replicator with those settings.",
     )
     _configure_xdist_controller(config)
     cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
@@ -178,7 +183,10 @@ def replicator(
     from .replicators import ReplicatorError
 
     session = _session(request.config)
-    rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
+    try:
+        rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
+    except ReplicatorError as exc:
+        pytest.fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}", pytrace=False)
     try:
         try:
             rep.start()
@@ -186,7 +194,40 @@ def replicator(
             pytest.fail(f"kafka-mirror replicator ({rep.spec}): {exc}", pytrace=False)
         yield rep
     finally:
-        rep.stop()
+        if getattr(rep, "controllable", True):  # external: not ours to stop
+            rep.stop()
+
+
+_DEDICATED_KEY = pytest.StashKey[tuple[str, tuple[tuple[str, str], ...]]]()
+
+
+def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """(topic prefix, properties) when the test's marker asks for its own replicator.
+
+    Its topics get a prefix of their own (``PREFIXxxxxxx-…``) that the session's shared
+    replicator (mirroring ``^PREFIX-``) does not match, so only the dedicated one copies them.
+    """
+    node = request.node
+    if _DEDICATED_KEY in node.stash:
+        return node.stash[_DEDICATED_KEY]
+    props = _marker_overrides(request).get("replicator_properties")
+    if props is None:
+        return None
+    from .config import _properties
+
+    try:
+        if isinstance(props, dict):
+            pairs = tuple((str(k), str(v)) for k, v in props.items())
+        else:
+            pairs = _properties("\n".join(props) if not isinstance(props, str) else props)
+    except (TypeError, ValueError) as exc:
+        pytest.fail(f"@pytest.mark.{MARKER}(replicator_properties=...) must be a dict or KEY=VALUE lines: {exc}",
+                    pytrace=False)
+    import uuid
+
+    prefix = f"{_session(request.config).settings.topic_prefix}{uuid.uuid4().hex[:6]}"
+    node.stash[_DEDICATED_KEY] = (prefix, pairs)
+    return node.stash[_DEDICATED_KEY]
 
 
 def _wants_private(request: pytest.FixtureRequest) -> bool:
@@ -197,28 +238,45 @@ def _wants_private(request: pytest.FixtureRequest) -> bool:
 def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Generator[MirrorEnv, None, None]:
     """The clusters and replicator this test runs against (:class:`~pytest_kafka_mirror.env.MirrorEnv`).
 
-    Shared by default (the session's clusters, this worker's replicator).  Private when
-    the test uses ``mirror_faults`` or is marked ``@pytest.mark.kafka_mirror(private=True)``:
-    its own clusters, a faultable link to each, and its own replicator, stopped when the
-    test ends.
+    Shared by default: the session's clusters and this worker's replicator.  Private
+    when the test uses ``mirror_faults`` or is marked
+    ``@pytest.mark.kafka_mirror(private=True)``: its own clusters, a faultable link to
+    each, and its own replicator.  With ``replicator_properties=...`` alone: the shared
+    clusters and a replicator of its own with those settings.  What the test owns is
+    stopped when it ends.
     """
+    from .clusters import ClusterError
     from .env import MirrorEnv, build_private_env
     from .faults import FaultError
-    from .clusters import ClusterError
     from .replicators import ReplicatorError
 
     session = _session(request.config)
-    if not _wants_private(request):
-        yield MirrorEnv(
-            request.getfixturevalue("source_cluster"),
-            request.getfixturevalue("target_cluster"),
-            request.getfixturevalue("replicator"),
-        )
-        return
-    try:
-        env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"), topics=session.replicator_topics())
-    except (ClusterError, ReplicatorError, FaultError) as exc:
-        pytest.fail(f"kafka-mirror private environment: {exc}", pytrace=False)
+    dedicated = _dedicated(request)
+    if _wants_private(request):
+        try:
+            env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"),
+                                    extra_properties=dedicated[1] if dedicated else ())
+        except (ClusterError, ReplicatorError, FaultError) as exc:
+            pytest.fail(f"kafka-mirror private environment: {exc}", pytrace=False)
+    else:
+        source = request.getfixturevalue("source_cluster")
+        target = request.getfixturevalue("target_cluster")
+        if dedicated is None:
+            env = MirrorEnv(source, target, request.getfixturevalue("replicator"))
+        else:  # its own replicator, for its own topic prefix (see _dedicated)
+            try:
+                own = session.make_replicator(source, target, tmp_path_factory.mktemp("kafka-mirror-replicator"),
+                                              topic_prefix=dedicated[0], extra_properties=dedicated[1])
+            except ReplicatorError as exc:
+                pytest.fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}",
+                            pytrace=False)
+            env = MirrorEnv(source, target, own, topic_prefix=dedicated[0])
+            env.own(own)
+            try:
+                own.start()
+            except ReplicatorError as exc:
+                env.close()
+                pytest.fail(f"kafka-mirror replicator for this test ({own.spec}): {exc}", pytrace=False)
     try:
         yield env
     finally:
@@ -246,7 +304,8 @@ def mirror_faults(mirror_env: MirrorEnv) -> Generator[MirrorFaults, None, None]:
 @pytest.fixture
 def mirror_topics(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> MirrorTopics:
     """Factory: ``mirror_topics(n=1, partitions=3)`` creates uniquely named source topics."""
-    return MirrorTopics(mirror_env.source, _session(request.config).settings.topic_prefix, request.node.name)
+    prefix = mirror_env.topic_prefix or _session(request.config).settings.topic_prefix
+    return MirrorTopics(mirror_env.source, prefix, request.node.name)
 
 
 @pytest.fixture

@@ -51,33 +51,49 @@ class KafkaMirrorSession:
         self.spark: Any = None
 
     # -- infrastructure ----------------------------------------------------------------
+    def _explicit(self, name: str) -> bool:
+        """True when the setting ``name`` was given (option, ini or env), not defaulted."""
+        return self.settings.sources.get(name, "default") != "default"
+
     def make_cluster(self, role: str, workdir: Path) -> Cluster:
-        from .clusters import make_cluster
+        from .clusters import BackendOptions, make_cluster
 
-        spec = self.settings.source if role == "source" else self.settings.target
-        return make_cluster(role, spec, workdir)
+        s = self.settings
+        spec = s.source if role == "source" else s.target
+        options = BackendOptions(
+            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home
+        )
+        return make_cluster(role, spec, workdir, options)
 
-    def replicator_topics(self) -> str:
-        """Regex of the topics this process's replicator mirrors: its own test topics only."""
-        from .env import replicator_topics
+    def worker_topic_prefix(self) -> str:
+        """Prefix of this process's test topics: ``PREFIX-WORKER``.  Its replicator mirrors
+        only topics that start with it, so xdist workers sharing clusters never copy each
+        other's records."""
+        return f"{self.settings.topic_prefix}-{worker_id()}"
 
-        return replicator_topics(self.settings.topic_prefix, worker_id())
+    def make_replicator(
+        self,
+        source: Cluster,
+        target: Cluster,
+        workdir: Path,
+        *,
+        topic_prefix: str | None = None,
+        extra_properties: tuple[tuple[str, str], ...] = (),
+    ) -> Replicator:
+        """The configured replicator; ``topic_prefix`` / ``extra_properties`` make a
+        dedicated one (marker ``replicator_properties``)."""
+        from .replicators import ReplicatorOptions, make_replicator
 
-    def make_replicator(self, source: Cluster, target: Cluster, workdir: Path, *, topics: str | None = None) -> Replicator:
-        kind = self.settings.replicator.kind
-        if kind == "reference":
-            from .replicators.reference import ReferenceReplicator
-
-            return ReferenceReplicator(
-                source.bootstrap_servers,
-                target.bootstrap_servers,
-                workdir,
-                topics=topics or self.replicator_topics(),
-                naming=self.settings.naming,
-                startup_timeout=self.settings.startup_timeout,
-                warmup_topic=WARMUP_TOPIC,
-            )
-        raise ValueError(f"replicator backend {kind!r} is not available")  # pragma: no cover - spec parser guards
+        s = self.settings
+        options = ReplicatorOptions(
+            topic_prefix=topic_prefix or self.worker_topic_prefix(),
+            naming=s.naming if self._explicit("naming") else None,
+            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
+            properties=s.replicator_properties + tuple(extra_properties),
+            kafka_home=s.kafka_home,
+            warmup_topic=WARMUP_TOPIC,
+        )
+        return make_replicator(s.replicator, source, target, workdir, options)
 
     def get_spark(self) -> Any:
         if self.spark is None:

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 import pytest
+
+# Import the Docker SDK before any test runs: pytester restores sys.modules after each of
+# its tests, so an SDK first imported inside one (the matrix builds the image there) would
+# be half unloaded afterwards ("You can only merge into CookieJar" from a re-imported
+# http.cookiejar).
+with contextlib.suppress(ImportError):
+    import docker  # noqa: F401
+    import testcontainers.core.container  # noqa: F401
+
+# The tests never pull images: a pull is registry traffic, and this project's machines have
+# none.  Inherited by pytester subprocesses.  Images come from `kafka-mirror image build`.
+os.environ.setdefault("KAFKA_MIRROR_DOCKER_PULL", "0")
 
 #: Set in the environment of every pytester subprocess so its descendants can be found.
 TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
@@ -34,3 +47,36 @@ def tagged_env(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) 
     tag = f"{os.getpid()}-{request.node.name}"[:80]
     monkeypatch.setenv(TAG_ENV, tag)
     return tag
+
+
+#: CI sets it (see .ci/run): the Docker tests then fail instead of skipping when no engine answers.
+REQUIRE_DOCKER_ENV = "KAFKA_MIRROR_REQUIRE_DOCKER"
+
+
+def require_docker() -> None:
+    """Skip (or, with ``KAFKA_MIRROR_REQUIRE_DOCKER=1``, fail) unless a Docker engine answers."""
+    pytest.importorskip("docker", reason="the Docker SDK is not installed (pip install 'pytest-kafka-mirror[containers]')")
+    from pytest_kafka_mirror._docker import engine_status
+
+    ok, why = engine_status()
+    if not ok:
+        if os.environ.get(REQUIRE_DOCKER_ENV) == "1":
+            pytest.fail(f"{REQUIRE_DOCKER_ENV}=1 but {why}", pytrace=False)
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="session")
+def tansu_image() -> str:
+    """The local Tansu image, built the way users and CI build it (``kafka-mirror image build``)."""
+    require_docker()
+    from pytest_kafka_mirror._docker import DEFAULT_TANSU_IMAGE, ensure_image
+
+    ensure_image(DEFAULT_TANSU_IMAGE)  # builds it when missing: FROM scratch + the static binary
+    return DEFAULT_TANSU_IMAGE
+
+
+def containers_labelled(run: str) -> list[str]:
+    """Names of containers (any state) the plugin started under run id ``run``."""
+    from pytest_kafka_mirror._docker import containers
+
+    return [c["name"] for c in containers(run)]

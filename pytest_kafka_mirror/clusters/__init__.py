@@ -2,6 +2,9 @@
 
 =========================  ==================================================
 ``tansu``                  embedded Tansu broker process (default)
+``container:IMAGE``        a broker container (Docker, host networking)
+``kafka-home[:PATH]``      single-node KRaft Kafka from an unpacked
+                           distribution (PATH defaults to --kafka-mirror-kafka-home)
 ``bootstrap:HOST:PORT,…``  an existing cluster, no lifecycle
 =========================  ==================================================
 
@@ -18,11 +21,14 @@ from dataclasses import dataclass
 
 from .base import Capabilities, Cluster, ClusterError
 
-__all__ = ["Capabilities", "Cluster", "ClusterError", "ClusterSpec", "make_cluster", "parse_cluster_spec"]
+__all__ = ["BackendOptions", "Capabilities", "Cluster", "ClusterError", "ClusterSpec", "make_cluster", "parse_cluster_spec"]
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9._\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$")
 
-ACCEPTED = "tansu | bootstrap:HOST:PORT[,HOST:PORT...]"
+ACCEPTED = (
+    "tansu | container:IMAGE (e.g. container:kafka-mirror/tansu:local, container:apache/kafka:3.9.0) | "
+    "kafka-home[:PATH] | bootstrap:HOST:PORT[,HOST:PORT...]"
+)
 
 
 @dataclass(frozen=True)
@@ -48,29 +54,84 @@ def parse_cluster_spec(text: str) -> ClusterSpec:
             if not _HOSTPORT.match(s) or not 0 < int(s.rsplit(":", 1)[1]) < 65536:
                 raise ValueError(f"{text!r}: {s!r} is not HOST:PORT; accepted: {ACCEPTED}")
         return ClusterSpec("bootstrap", ",".join(servers))
+    if kind == "container":
+        from .container import image_flavour
+
+        try:
+            image_flavour(arg.strip())
+        except ValueError as exc:
+            raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
+        return ClusterSpec("container", arg.strip())
+    if kind == "kafka-home":
+        if not arg:
+            return ClusterSpec("kafka-home")  # the path comes from --kafka-mirror-kafka-home
+        from .kafka_home import check_kafka_home
+
+        try:
+            return ClusterSpec("kafka-home", str(check_kafka_home(arg)))
+        except ValueError as exc:
+            raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
     raise ValueError(f"unknown cluster spec {text!r}; accepted: {ACCEPTED}")
 
 
-def _tansu(name: str, spec: ClusterSpec, workdir: str) -> Cluster:
+@dataclass(frozen=True)
+class BackendOptions:
+    """Settings a backend may use; the defaults suit a use outside pytest."""
+
+    startup_timeout: float | None = None  # None: the backend's own default (tansu 20 s, JVM brokers 120 s)
+    kafka_home: str = ""  # for a bare ``kafka-home`` spec
+
+
+def _timeout(opts: BackendOptions, default: float) -> float:
+    return default if opts.startup_timeout is None else opts.startup_timeout
+
+
+def _tansu(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
     from .tansu import TansuCluster
 
-    return TansuCluster(name, workdir)
+    return TansuCluster(name, workdir, startup_timeout=_timeout(opts, 20.0))
 
 
-def _bootstrap(name: str, spec: ClusterSpec, workdir: str) -> Cluster:
+def _bootstrap(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
     from .bootstrap import BootstrapCluster
 
     return BootstrapCluster(name, spec.arg)
 
 
-BACKENDS: dict[str, Callable[[str, ClusterSpec, str], Cluster]] = {
+def _container(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
+    from .container import ContainerCluster
+
+    return ContainerCluster(name, spec.arg, workdir, startup_timeout=_timeout(opts, 120.0))
+
+
+def _kafka_home(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
+    from .kafka_home import KafkaHomeCluster, check_kafka_home
+
+    home = spec.arg or opts.kafka_home
+    if not home:
+        raise ClusterError(
+            f"{name}: the spec 'kafka-home' has no path and --kafka-mirror-kafka-home (env KAFKA_MIRROR_KAFKA_HOME) "
+            "is not set; give kafka-home:PATH or set the option"
+        )
+    try:
+        check_kafka_home(home)
+    except ValueError as exc:
+        raise ClusterError(f"{name}: {exc} (from --kafka-mirror-kafka-home)") from None
+    return KafkaHomeCluster(name, home, workdir, startup_timeout=_timeout(opts, 120.0))
+
+
+BACKENDS: dict[str, Callable[[str, ClusterSpec, str, BackendOptions], Cluster]] = {
     "tansu": _tansu,
     "bootstrap": _bootstrap,
+    "container": _container,
+    "kafka-home": _kafka_home,
 }
 
 
-def make_cluster(name: str, spec: ClusterSpec | str, workdir: str | os.PathLike[str]) -> Cluster:
+def make_cluster(
+    name: str, spec: ClusterSpec | str, workdir: str | os.PathLike[str], options: BackendOptions | None = None
+) -> Cluster:
     """Build (not start) the cluster a spec names."""
     if isinstance(spec, str):
         spec = parse_cluster_spec(spec)
-    return BACKENDS[spec.kind](name, spec, os.fspath(workdir))
+    return BACKENDS[spec.kind](name, spec, os.fspath(workdir), options or BackendOptions())

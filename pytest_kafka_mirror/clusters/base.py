@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import base64
 import socket
 import time
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "free_port", "tcp_reachable"]
+__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable"]
 
 
 class ClusterError(RuntimeError):
@@ -21,7 +23,9 @@ class ClusterError(RuntimeError):
 class Capabilities:
     """What a cluster can do, so scenarios skip with a reason instead of failing.
 
-    ``None`` means "not probed".
+    ``True`` / ``False`` come from a runtime probe or from measured facts about the
+    broker; ``None`` means "not probed" (e.g. a probe that could crash the broker).
+    ``reasons`` says, per capability, how it was decided: that is the skip message.
     """
 
     add_partitions: bool | None = None
@@ -31,9 +35,39 @@ class Capabilities:
     accurate_watermarks: bool | None = None
     restart_keeps_data: bool | None = None
     lifecycle: bool = False  # the plugin can stop / restart it
+    reasons: dict[str, str] = field(default_factory=dict, compare=False)
+
+    NAMES = ("add_partitions", "log_append_time", "transactions", "delete_records", "accurate_watermarks",
+             "restart_keeps_data", "lifecycle")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def reason(self, name: str) -> str:
+        """Why ``name`` is what it is (for skip messages and reports)."""
+        self._check(name)
+        value = getattr(self, name)
+        why = self.reasons.get(name)
+        if why:
+            return why
+        return {True: "supported", False: "not supported", None: "not probed"}[value]
+
+    def missing(self, *names: str) -> list[str]:
+        """The capabilities of ``names`` that are not known to be supported, with reasons."""
+        return [f"{n}: {self.reason(n)}" for n in names if self._check(n) is not True]
+
+    def require(self, *names: str) -> None:
+        """``pytest.skip`` with the reason unless every capability of ``names`` is supported."""
+        missing = self.missing(*names)
+        if missing:
+            import pytest
+
+            pytest.skip("cluster lacks " + "; ".join(missing))
+
+    def _check(self, name: str) -> bool | None:
+        if name not in self.NAMES:
+            raise ValueError(f"unknown capability {name!r}; known: {', '.join(self.NAMES)}")
+        return getattr(self, name)  # type: ignore[no-any-return]
 
 
 @runtime_checkable
@@ -68,12 +102,21 @@ class Cluster(Protocol):
 
     def describe(self) -> str: ...
 
+    def require(self, *names: str) -> None:
+        """Skip the calling test with the reason unless the cluster supports ``names``."""
+        self.capabilities().require(*names)
+
 
 def free_port() -> int:
     """A free loopback TCP port (bound to port 0 by the kernel, then released)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def kraft_cluster_id() -> str:
+    """A KRaft cluster id: 16 random bytes, base64url without padding (22 characters)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
@@ -84,8 +127,12 @@ def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
         return False
 
 
+_C = TypeVar("_C", bound="KafkaAdminMixin")
+
+
 class KafkaAdminMixin:
-    """Admin verbs over confluent-kafka's AdminClient, shared by every backend."""
+    """Admin verbs over confluent-kafka's AdminClient, shared by every backend; a backend
+    is also a context manager (``with make_cluster(...) as c:`` starts and stops it)."""
 
     name: str
     admin_timeout: float = 10.0
@@ -176,3 +223,59 @@ class KafkaAdminMixin:
 
     def topics(self) -> list[str]:
         return sorted(self.admin().list_topics(timeout=self.admin_timeout).topics)
+
+    def capabilities(self) -> Capabilities:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def require(self, *names: str) -> None:
+        """Skip the calling test (with the reason) unless this cluster supports ``names``,
+        e.g. ``source_cluster.require("add_partitions")``."""
+        self.capabilities().require(*names)
+
+    def start(self) -> None:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def stop(self) -> None:  # pragma: no cover - provided by the backend
+        raise NotImplementedError
+
+    def __enter__(self: _C) -> _C:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+class RunnerClusterMixin(KafkaAdminMixin):
+    """Lifecycle verbs of a cluster run by one *runner* in ``self.runner``: a
+    ManagedProcess or a ManagedContainer, which share stop / kill / pause / resume / logs."""
+
+    runner: Any = None
+    stop_timeout: float = 30.0
+
+    def _started(self, verb: str) -> Any:
+        if self.runner is None:
+            raise ClusterError(f"cannot {verb} {self.name}: it is not started")
+        return self.runner
+
+    def stop(self) -> None:
+        """SIGTERM (a controlled shutdown), SIGKILL after ``stop_timeout``."""
+        if self.runner is not None:
+            self.runner.stop(timeout=self.stop_timeout)
+        self._admin = None
+
+    def kill(self) -> None:
+        if self.runner is not None:
+            self.runner.kill()
+        self._admin = None
+
+    def pause(self) -> None:
+        """SIGSTOP (a container: the cgroup freezer): connections stay open, nothing answers."""
+        self._started("pause").pause()
+
+    def resume(self) -> None:
+        self._started("resume").resume()
+
+    def logs(self, lines: int = 50) -> str:
+        return str(self.runner.log_tail(lines)) if self.runner is not None else ""
+

@@ -42,7 +42,9 @@ class Replicator(Protocol):
     """Something that copies topics from the source cluster to the target cluster.
 
     Lifecycle verbs are uniform across backends: ``stop`` is SIGTERM (graceful), ``kill``
-    SIGKILL, ``pause`` / ``resume`` SIGSTOP / SIGCONT.
+    SIGKILL, ``pause`` / ``resume`` SIGSTOP / SIGCONT (a container: ``docker pause``).
+    A backend whose class sets ``controllable = False`` (``external:``) is not the
+    plugin's to stop: its verbs raise ReplicatorError and the fixture leaves it running.
     """
 
     spec: str

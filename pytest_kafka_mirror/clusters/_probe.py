@@ -1,0 +1,201 @@
+"""Runtime capability probes: ask the broker, don't trust its name.
+
+Each probe works on its own throw-away topic (``kafka-mirror-probe-…``, outside the test
+prefix so no replicator copies it), returns ``(supported, reason)`` and never raises: a
+probe that errors means "not supported" with the error as the reason.  The whole set
+takes a few seconds, so backends run it once, on first ``capabilities()``.
+
+DeleteRecords is only probed when the caller says it is safe: Tansu 0.6 panics on it and
+an unknown cluster behind ``bootstrap:`` might be a Tansu.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .base import Capabilities, KafkaAdminMixin
+
+__all__ = ["probe_capabilities"]
+
+_OLD_TS = 1_000_000  # 1970-01-01T00:16:40Z: a LogAppendTime broker replaces it
+
+
+def _consumer(cluster: KafkaAdminMixin, **extra: Any) -> Any:
+    from confluent_kafka import Consumer
+
+    return Consumer({
+        **cluster.client_config(),
+        "group.id": f"kafka-mirror-probe-{uuid.uuid4().hex[:8]}",
+        "enable.auto.commit": False,
+        "fetch.queue.backoff.ms": 1,
+        "fetch.wait.max.ms": 10,
+        "auto.offset.reset": "earliest",
+        **extra,
+    })
+
+
+def _read(
+    cluster: KafkaAdminMixin,
+    topic: str,
+    want: int,
+    timeout: float = 5.0,
+    until: bytes | None = None,
+    config: dict[str, Any] | None = None,
+) -> list[Any]:
+    """Records of partition 0 from offset 0 until ``want`` arrived (and one with the value
+    ``until``, when given) or ``timeout`` passed."""
+    from confluent_kafka import TopicPartition
+
+    c = _consumer(cluster, **(config or {}))
+    out: list[Any] = []
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            out += [m for m in c.consume(100, 0.05) if not m.error()]
+            if len(out) >= want and (until is None or any(m.value() == until for m in out)):
+                break
+    finally:
+        c.close()
+    return out
+
+
+def _produce(cluster: KafkaAdminMixin, topic: str, values: list[bytes], **kw: Any) -> None:
+    from confluent_kafka import Producer
+
+    p = Producer({**cluster.client_config(), "linger.ms": 0})
+    for v in values:
+        p.produce(topic, v, partition=0, **kw)
+    if p.flush(10):
+        raise RuntimeError(f"{len(values)} probe records not acknowledged within 10 s")
+
+
+def _add_partitions(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    from confluent_kafka.admin import NewPartitions
+
+    fut = cluster.admin().create_partitions([NewPartitions(topic, 2)], operation_timeout=10)[topic]
+    fut.result(timeout=15)
+    deadline = time.monotonic() + 10
+    while cluster.partitions(topic) != 2:
+        if time.monotonic() > deadline:
+            return False, "CreatePartitions was acknowledged but metadata still shows 1 partition after 10 s"
+        time.sleep(0.05)
+    return True, "probed: CreatePartitions grew a topic from 1 to 2 partitions"
+
+
+def _log_append_time(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    _produce(cluster, topic, [b"probe"], timestamp=_OLD_TS)
+    got = _read(cluster, topic, 1)
+    if not got:
+        return False, "the probe record was not readable within 5 s"
+    ts_type, ts = got[0].timestamp()
+    if ts_type == TIMESTAMP_LOG_APPEND_TIME and ts != _OLD_TS:
+        return True, "probed: message.timestamp.type=LogAppendTime replaced the producer's timestamp"
+    return False, (
+        f"probed: with message.timestamp.type=LogAppendTime the broker kept the producer's timestamp "
+        f"(type {ts_type}, {ts} ms)"
+    )
+
+
+def _transactions(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    from confluent_kafka import Producer
+
+    p = Producer({**cluster.client_config(), "transactional.id": f"kafka-mirror-probe-{uuid.uuid4().hex[:8]}"})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce(topic, b"aborted", partition=0)
+    p.flush(10)  # else abort_transaction purges it before it ever reaches the broker
+    p.abort_transaction(15)
+    p.begin_transaction()
+    p.produce(topic, b"committed", partition=0)
+    p.commit_transaction(15)
+    # The aborted record precedes the committed one: read until the committed one shows.
+    seen = [m.value() for m in _read(cluster, topic, 1, until=b"committed", config={"isolation.level": "read_committed"})]
+    if seen == [b"committed"]:
+        return True, "probed: read_committed saw the committed record and not the aborted one"
+    if b"aborted" in seen:
+        return False, "probed: read_committed consumers see aborted records"
+    return False, f"probed: read_committed consumer read {seen!r} instead of the committed record"
+
+
+def _watermarks(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    from confluent_kafka import TopicPartition
+
+    _produce(cluster, topic, [b"w%d" % i for i in range(5)])
+    c = _consumer(cluster)
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
+    if (low, high) == (0, 5):
+        return True, "probed: watermarks (0, 5) after 5 records"
+    return False, f"probed: watermarks ({low}, {high}) after 5 records on a fresh partition, expected (0, 5)"
+
+
+def _delete_records(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    from confluent_kafka import TopicPartition
+
+    _produce(cluster, topic, [b"d%d" % i for i in range(4)])
+    fut = cluster.admin().delete_records([TopicPartition(topic, 0, 2)], operation_timeout=10)
+    for f in fut.values():
+        f.result(timeout=15)
+    got = [m.offset() for m in _read(cluster, topic, 2)]
+    if got and got[0] == 2:
+        return True, "probed: DeleteRecords moved the log start to offset 2"
+    return False, f"probed: after DeleteRecords up to offset 2 the partition still starts at {got[:1]}"
+
+
+def probe_capabilities(
+    cluster: KafkaAdminMixin,
+    *,
+    delete_records: bool = False,
+    declared: dict[str, tuple[bool | None, str]] | None = None,
+    lifecycle: bool = False,
+) -> Capabilities:
+    """Probe what ``cluster`` supports.  ``declared`` wins over probing (known facts such as
+    ``restart_keeps_data``); ``delete_records`` is probed only when True."""
+    from confluent_kafka.admin import NewTopic
+
+    declared = dict(declared or {})
+    probes: dict[str, Callable[[KafkaAdminMixin, str], tuple[bool, str]]] = {
+        "add_partitions": _add_partitions,
+        "log_append_time": _log_append_time,
+        "transactions": _transactions,
+        "accurate_watermarks": _watermarks,
+    }
+    if delete_records:
+        probes["delete_records"] = _delete_records
+    elif "delete_records" not in declared:
+        declared["delete_records"] = (None, "not probed: DeleteRecords crashes some Kafka-compatible brokers (Tansu 0.6)")
+    values: dict[str, Any] = {}
+    reasons: dict[str, str] = {}
+    created: list[str] = []
+    admin = cluster.admin()
+    for name, probe in probes.items():
+        if name in declared:
+            continue
+        topic = f"kafka-mirror-probe-{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+        config = {"message.timestamp.type": "LogAppendTime"} if name == "log_append_time" else {}
+        try:
+            admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=10)[topic].result(timeout=15)
+            created.append(topic)
+            deadline = time.monotonic() + 10
+            while cluster.partitions(topic) is None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            values[name], reasons[name] = probe(cluster, topic)
+        except Exception as exc:  # noqa: BLE001 - a failing probe is the answer "not supported"
+            msg = exc.args[0] if exc.args else exc
+            values[name], reasons[name] = False, f"probed: {type(exc).__name__}: {msg}"
+    for name, (value, why) in declared.items():
+        values[name], reasons[name] = value, why
+    if created:
+        try:
+            admin.delete_topics(created, operation_timeout=5)
+        except Exception:  # noqa: BLE001 - best effort: probe topics are outside the test prefix
+            pass
+    return Capabilities(lifecycle=lifecycle, reasons=reasons, **values)

@@ -1,0 +1,129 @@
+"""The lifecycle every replicator backend with a process or container shares.
+
+A backend builds a *runner* (:class:`~.._process.ManagedProcess` or
+:class:`~.._docker.ManagedContainer`, which have the same verbs) in ``_launch()``; this
+base gives it the uniform verbs of the Replicator protocol and readiness by a probe
+record (see ``_probe``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._probe import probe_topic_name, wait_replicating
+from .base import NamingPolicy, ReplicatorError
+
+if TYPE_CHECKING:
+    from ..clusters.base import Cluster
+
+__all__ = ["RunnerReplicator"]
+
+
+class RunnerReplicator:
+    """Start = ``_launch()`` + wait until a probe record is copied; stop / kill / pause /
+    resume / logs act on the runner.  Subclasses set ``spec``, ``label`` and ``_launch``."""
+
+    spec: str = ""
+    label: str = "replicator"
+    #: the plugin starts and stops it (``external:`` sets False)
+    controllable = True
+
+    def __init__(
+        self,
+        source: Cluster,
+        target: Cluster,
+        workdir: str | os.PathLike[str],
+        *,
+        topic_prefix: str,
+        naming: NamingPolicy,
+        startup_timeout: float,
+        stop_timeout: float = 30.0,
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.workdir = Path(workdir)
+        self.topic_prefix = topic_prefix
+        self.naming = naming
+        self.startup_timeout = startup_timeout
+        self.stop_timeout = stop_timeout
+        self.runner: Any = None
+        self.starts = 0
+        self.startup_seconds: float | None = None
+
+    def target_topic(self, source_topic: str) -> str:
+        return self.naming.target(source_topic)
+
+    def _launch(self) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def start(self) -> None:
+        if self.running:
+            raise ReplicatorError(f"{self.label} is already running")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        t0 = time.monotonic()
+        runner = self._launch()
+        self.runner = runner
+        self.starts += 1
+        probe = probe_topic_name(self.topic_prefix)
+        try:
+            wait_replicating(
+                self.source.bootstrap_servers,
+                self.target.bootstrap_servers,
+                probe,
+                self.target_topic(probe),
+                timeout=self.startup_timeout,
+                what=self.label,
+                alive=lambda: bool(runner.running),
+                describe_exit=runner.describe_exit,
+                logs=lambda: str(runner.log_tail(40)),
+            )
+        except BaseException:
+            runner.kill()
+            raise
+        self.startup_seconds = time.monotonic() - t0
+
+    def _runner(self, verb: str) -> Any:
+        if self.runner is None:
+            raise ReplicatorError(f"cannot {verb} {self.label}: it was never started")
+        return self.runner
+
+    def stop(self) -> None:
+        """SIGTERM (graceful), SIGKILL after ``stop_timeout``."""
+        if self.runner is not None:
+            self.runner.stop(timeout=self.stop_timeout)
+
+    def kill(self) -> None:
+        """SIGKILL: whatever it consumed but did not produce is lost to it."""
+        if self.runner is not None:
+            self.runner.kill()
+
+    def pause(self) -> None:
+        """SIGSTOP (a container: the cgroup freezer): it keeps its connections and does nothing."""
+        self._runner("pause").pause()
+
+    def resume(self) -> None:
+        self._runner("resume").resume()
+
+    @property
+    def running(self) -> bool:
+        return self.runner is not None and bool(self.runner.running)
+
+    def logs(self, lines: int = 50) -> str:
+        return str(self.runner.log_tail(lines)) if self.runner is not None else ""
+
+    def describe(self) -> str:
+        state = "running" if self.running else "stopped"
+        return (
+            f"{self.label} {self.source.bootstrap_servers} -> {self.target.bootstrap_servers} "
+            f"({self.naming}; {state})"
+        )
+
+    def __enter__(self) -> RunnerReplicator:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

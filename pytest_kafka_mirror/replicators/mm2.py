@@ -1,0 +1,265 @@
+"""``mm2:KAFKA_HOME`` and ``mm2:container:IMAGE``: MirrorMaker 2 in dedicated mode.
+
+``bin/connect-mirror-maker.sh mm2.properties`` with an ``mm2.properties`` rendered from
+the two clusters and the test topic prefix (:func:`render_mm2_properties`, unit-tested),
+then user overrides (``--kafka-mirror-replicator-properties`` / ini
+``kafka_mirror_replicator_properties``) applied on top.  The target topic names follow
+from the effective ``replication.policy.class`` (:func:`naming_from_properties`):
+``DefaultReplicationPolicy`` → ``source.TOPIC``, ``IdentityReplicationPolicy`` → ``TOPIC``.
+
+Readiness is a probe record copied from source to target, not a log line: a real MM2
+takes about 45 s to come up (Connect worker, three connectors, task assignment), so the
+start-up limit defaults to :data:`STARTUP_TIMEOUT`.  Its log is the process output (home)
+or the container log, quoted in start-up errors and attached to failed tests.
+
+Measured against a real MM2 with Tansu brokers: Tansu does not wake a waiting fetch when
+data arrives, so MM2's consumer gets ``fetch.max.wait.ms=50`` (else ~500 ms latency per
+batch), and ``use.defaults.from=source`` stops the topic-config sync from deleting the
+configs Tansu reports as defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._process import ManagedProcess
+from ._runner import RunnerReplicator
+from .base import NamingPolicy, ReplicatorError
+
+if TYPE_CHECKING:
+    from ..clusters.base import Cluster
+
+__all__ = [
+    "STARTUP_TIMEOUT",
+    "MirrorMaker2",
+    "format_properties",
+    "mm2_container_script",
+    "naming_from_properties",
+    "render_mm2_properties",
+    "topics_regex",
+]
+
+#: Default start-up limit: MM2 needs ~45 s before it copies its first record.
+STARTUP_TIMEOUT = 180.0
+POLICY_PACKAGE = "org.apache.kafka.connect.mirror."
+DEFAULT_POLICY = POLICY_PACKAGE + "DefaultReplicationPolicy"
+IDENTITY_POLICY = POLICY_PACKAGE + "IdentityReplicationPolicy"
+CONTAINER_CONFIG_DIR = "/etc/kafka-mirror"
+
+
+def topics_regex(topic_prefix: str) -> str:
+    """The topic filter every replicator gets: ``^PREFIX-.*`` (a full match in Java, which
+    MM2, uReplicator, Brooklin and Confluent Replicator use, and a search in Python)."""
+    return "^" + re.escape(topic_prefix) + "-.*"
+
+
+def is_tansu(cluster: Any) -> bool:
+    return getattr(cluster, "spec", "") == "tansu" or getattr(cluster, "flavour", "") == "tansu"
+
+
+def render_mm2_properties(
+    *,
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topics: str,
+    source_alias: str = "source",
+    target_alias: str = "target",
+    source_is_tansu: bool = False,
+    target_is_tansu: bool = False,
+    overrides: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (),
+) -> dict[str, str]:
+    """The properties of a one-way ``source -> target`` MM2 for single-node clusters."""
+    a, b = source_alias, target_alias
+    flow = f"{a}->{b}"
+    props: dict[str, str] = {
+        "clusters": f"{a}, {b}",
+        f"{a}.bootstrap.servers": source_bootstrap,
+        f"{b}.bootstrap.servers": target_bootstrap,
+        f"{flow}.enabled": "true",
+        f"{b}->{a}.enabled": "false",
+        f"{flow}.topics": topics,
+        # Topics created by a test must be picked up in seconds (MM2's default: 10 min).
+        "refresh.topics.interval.seconds": "2",
+        "refresh.groups.interval.seconds": "10",
+        "replication.policy.class": DEFAULT_POLICY,
+        "replication.policy.separator": ".",
+        "tasks.max": "4",
+        # single-node clusters: every topic MM2 creates, internal ones included, has RF 1
+        "replication.factor": "1",
+        "checkpoints.topic.replication.factor": "1",
+        "heartbeats.topic.replication.factor": "1",
+        "offset-syncs.topic.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "config.storage.replication.factor": "1",
+        "sync.topic.acls.enabled": "false",
+        "sync.topic.configs.enabled": "true",
+        "emit.checkpoints.enabled": "true",
+        "emit.checkpoints.interval.seconds": "5",
+        "sync.group.offsets.enabled": "false",
+        "emit.heartbeats.enabled": "true",
+        "emit.heartbeats.interval.seconds": "5",
+        "offset-syncs.topic.location": "source",
+        "offset.lag.max": "100",
+    }
+    if source_is_tansu:
+        # Tansu does not wake a waiting fetch on new data: bound the wait instead.
+        props[f"{a}.consumer.fetch.max.wait.ms"] = "50"
+    if source_is_tansu or target_is_tansu:
+        # else the topic-config sync deletes the configs Tansu reports as defaults
+        props[f"{flow}.use.defaults.from"] = "source"
+    for key, value in overrides:
+        props[key] = value
+    return props
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """java.util.Properties escaping: backslash first, then leading blanks and separators."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        out = out.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+    elif out.startswith(" "):
+        out = "\\" + out
+    for ch in "#!":
+        if out.startswith(ch):
+            out = "\\" + out
+    return out
+
+
+def format_properties(props: dict[str, str], header: str = "rendered by pytest-kafka-mirror") -> str:
+    lines = [f"# {header}"] + [f"{_escape(k, key=True)} = {_escape(v, key=False)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
+def naming_from_properties(props: dict[str, str], source_alias: str = "source") -> NamingPolicy:
+    """Target topic names under the effective replication policy; ValueError when unknown."""
+    policy = props.get("replication.policy.class", DEFAULT_POLICY).strip()
+    short = policy.rsplit(".", 1)[-1]
+    if short == "IdentityReplicationPolicy":
+        return NamingPolicy()
+    if short == "DefaultReplicationPolicy":
+        return NamingPolicy(source_alias + props.get("replication.policy.separator", "."))
+    raise ValueError(
+        f"cannot tell MM2's target topic names under replication.policy.class={policy}; "
+        "set --kafka-mirror-naming to the names it produces (identity | prefix:PREFIX)"
+    )
+
+
+def mm2_container_script(image: str) -> list[str]:
+    """The MM2 launcher inside ``image``; ValueError for images without Connect."""
+    from ..clusters.container import image_flavour
+
+    flavour = image_flavour(image)
+    repo = image.split("@", 1)[0].rsplit("/", 1)[-1].split(":", 1)[0]
+    if flavour == "apache" and repo == "kafka":
+        return ["/opt/kafka/bin/connect-mirror-maker.sh"]
+    if flavour == "confluent":
+        return ["connect-mirror-maker"]
+    raise ValueError(
+        f"image {image!r} has no MirrorMaker 2: use an Apache Kafka image (apache/kafka; not kafka-native) "
+        "or a Confluent one (confluentinc/cp-kafka)"
+    )
+
+
+class MirrorMaker2(RunnerReplicator):
+    """MirrorMaker 2 (dedicated mode) from a Kafka distribution or a container image."""
+
+    def __init__(
+        self,
+        source: Cluster,
+        target: Cluster,
+        workdir: str | os.PathLike[str],
+        *,
+        topic_prefix: str,
+        home: str | None = None,
+        image: str | None = None,
+        overrides: tuple[tuple[str, str], ...] = (),
+        naming: NamingPolicy | None = None,
+        startup_timeout: float = STARTUP_TIMEOUT,
+        heap: str = "-Xms256M -Xmx1G",
+    ) -> None:
+        if (home is None) == (image is None):
+            raise ValueError("MirrorMaker2 needs exactly one of home= or image=")
+        self.home = Path(home) if home else None
+        self.image = image
+        self.overrides = tuple(overrides)
+        self.heap = heap
+        self.source_alias, self.target_alias = "source", "target"
+        self.properties = render_mm2_properties(
+            source_bootstrap=source.bootstrap_servers,
+            target_bootstrap=target.bootstrap_servers,
+            topics=topics_regex(topic_prefix),
+            source_is_tansu=is_tansu(source),
+            target_is_tansu=is_tansu(target),
+            overrides=self.overrides,
+        )
+        derived = self._derive_naming(naming)
+        super().__init__(
+            source, target, workdir, topic_prefix=topic_prefix, naming=derived, startup_timeout=startup_timeout
+        )
+        self.spec = f"mm2:container:{image}" if image else f"mm2:{self.home}"
+        self.label = f"MirrorMaker 2 ({image or self.home})"
+        self.config_dir = self.workdir / "mm2-config"
+        self.properties_path = self.config_dir / "mm2.properties"
+
+    def _derive_naming(self, explicit: NamingPolicy | None) -> NamingPolicy:
+        try:
+            derived = naming_from_properties(self.properties, self.source_alias)
+        except ValueError:
+            if explicit is None:
+                raise ReplicatorError(
+                    f"MM2 uses replication.policy.class={self.properties['replication.policy.class']}: "
+                    "set --kafka-mirror-naming to the target topic names it produces"
+                ) from None
+            return explicit
+        if explicit is not None and explicit != derived:
+            policy = self.properties["replication.policy.class"].rsplit(".", 1)[-1]
+            raise ReplicatorError(
+                f"--kafka-mirror-naming {explicit} contradicts MM2's {policy}, which names target topics {derived} "
+                f"(e.g. 'km-x' -> {derived.target('km-x')!r}). Drop --kafka-mirror-naming (MM2's naming is derived "
+                f"from its policy), or choose the policy with --kafka-mirror-replicator-properties "
+                f"replication.policy.class={IDENTITY_POLICY if explicit.prefix == '' else DEFAULT_POLICY}"
+            )
+        return derived
+
+    def render(self) -> Path:
+        """Write mm2.properties (readable by the container's non-root user)."""
+        self.config_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.config_dir, 0o755)
+        self.properties_path.write_text(format_properties(self.properties, "MirrorMaker 2, rendered by pytest-kafka-mirror"))
+        os.chmod(self.properties_path, 0o644)
+        return self.properties_path
+
+    def _launch(self) -> Any:
+        self.render()
+        if self.home is not None:
+            env = dict(os.environ)
+            env.setdefault("KAFKA_HEAP_OPTS", self.heap)
+            env["LOG_DIR"] = str(self.workdir / "logs")
+            proc = ManagedProcess(
+                self.label,
+                [str(self.home / "bin" / "connect-mirror-maker.sh"), str(self.properties_path)],
+                self.workdir / f"mm2-{self.starts}.log",
+                env=env,
+                cwd=self.workdir,
+            )
+            return proc.start()
+        from .._docker import DockerUnavailable, ManagedContainer
+
+        assert self.image is not None
+        container = ManagedContainer(
+            self.label,
+            self.image,
+            role="mm2",
+            log_path=self.workdir / f"mm2-{self.starts}.log",
+            command=[*mm2_container_script(self.image), f"{CONTAINER_CONFIG_DIR}/mm2.properties"],
+            env={"KAFKA_HEAP_OPTS": self.heap},
+            volumes=[(str(self.config_dir), CONTAINER_CONFIG_DIR, "ro")],
+        )
+        try:
+            return container.start()
+        except DockerUnavailable as exc:
+            raise ReplicatorError(str(exc)) from None

@@ -1,0 +1,313 @@
+"""The configuration every backend generates, pinned: container commands / environments,
+server.properties, storage format arguments, mm2.properties, command templates, specs."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from pathlib import Path
+
+import pytest
+
+from pytest_kafka_mirror.clusters import ClusterSpec, parse_cluster_spec
+from pytest_kafka_mirror.clusters.base import Capabilities
+from pytest_kafka_mirror.clusters.container import image_flavour, launch_config
+from pytest_kafka_mirror.clusters.kafka_home import kafka_version, render_server_properties, storage_format_argv
+from pytest_kafka_mirror.config import SettingsError, resolve_settings
+from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorSpec, parse_replicator_spec
+from pytest_kafka_mirror.replicators.command import render_command
+from pytest_kafka_mirror.replicators.mm2 import (
+    DEFAULT_POLICY,
+    IDENTITY_POLICY,
+    format_properties,
+    mm2_container_script,
+    naming_from_properties,
+    render_mm2_properties,
+    topics_regex,
+)
+from tests.fake_kafka import make_fake_kafka_home
+
+
+# ----------------------------------------------------------------------------- containers
+@pytest.mark.parametrize(
+    "image,flavour",
+    [
+        ("kafka-mirror/tansu:local", "tansu"),
+        ("ghcr.io/tansu-io/tansu:0.6.0", "tansu"),
+        ("apache/kafka:3.9.1", "apache"),
+        ("apache/kafka-native:4.0.0", "apache"),
+        ("registry.example.com:5000/mirror/kafka:3.8.0", "apache"),
+        ("confluentinc/cp-kafka:7.7.1", "confluent"),
+        ("confluentinc/cp-server:7.7.1", "confluent"),
+        ("redpandadata/redpanda:v24.2.4", "redpanda"),
+        ("docker.redpanda.com/redpandadata/redpanda:latest", "redpanda"),
+        ("vectorized/redpanda", "redpanda"),
+    ],
+)
+def test_image_flavour_from_the_name(image: str, flavour: str) -> None:
+    assert image_flavour(image) == flavour
+
+
+@pytest.mark.parametrize("image", ["nginx:latest", "bitnami/zookeeper", ""])
+def test_unknown_image_names_the_known_families(image: str) -> None:
+    with pytest.raises(ValueError, match="apache/kafka"):
+        image_flavour(image)
+
+
+def test_tansu_container_listens_on_its_loopback_port() -> None:
+    launch = launch_config("tansu", ports={"kafka": 40001}, cluster_id="c1")
+    assert launch.command == [
+        "broker", "--cluster-id", "c1",
+        "--listener-url", "tcp://127.0.0.1:40001", "--advertised-listener-url", "tcp://127.0.0.1:40001",
+        "--storage-engine", "memory://tansu/",
+    ]
+    assert launch.env == {}
+
+
+@pytest.mark.parametrize("flavour", ["apache", "confluent"])
+def test_kafka_container_is_single_node_kraft_on_loopback(flavour: str) -> None:
+    launch = launch_config(flavour, ports={"kafka": 40001, "controller": 40002}, cluster_id="AAAAAAAAAAAAAAAAAAAAAA")
+    env = launch.env
+    assert launch.command is None  # the image's own start script, configured by environment
+    assert env["KAFKA_PROCESS_ROLES"] == "broker,controller"
+    assert env["KAFKA_LISTENERS"] == "PLAINTEXT://127.0.0.1:40001,CONTROLLER://127.0.0.1:40002"
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://127.0.0.1:40001"
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"] == "1@127.0.0.1:40002"
+    assert env["KAFKA_CONTROLLER_LISTENER_NAMES"] == "CONTROLLER"
+    assert env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"] == "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    assert env["CLUSTER_ID"] == "AAAAAAAAAAAAAAAAAAAAAA"
+    for key in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+                "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR"):
+        assert env[key] == "1"
+    assert "0.0.0.0" not in " ".join(env.values())  # host network: loopback only
+
+
+def test_redpanda_container_gets_every_listener_its_own_port() -> None:
+    ports = {"kafka": 40001, "rpc": 40002, "admin": 40003, "proxy": 40004, "schema_registry": 40005}
+    cmd = launch_config("redpanda", ports=ports, cluster_id="x").command
+    assert cmd is not None
+    args = dict(itertools.pairwise(cmd))  # each flag -> the word after it
+    assert args["--kafka-addr"] == args["--advertise-kafka-addr"] == "PLAINTEXT://127.0.0.1:40001"
+    assert args["--rpc-addr"] == args["--advertise-rpc-addr"] == "127.0.0.1:40002"
+    assert args["--pandaproxy-addr"] == "127.0.0.1:40004"
+    assert args["--schema-registry-addr"] == "127.0.0.1:40005"
+    assert "redpanda.admin=[{address: 127.0.0.1, port: 40003}]" in cmd
+    assert cmd[:2] == ["redpanda", "start"] and "--overprovisioned" in cmd and "--smp" in cmd
+
+
+# ----------------------------------------------------------------------------- kafka-home
+def test_server_properties_dynamic_quorum_since_3_9(tmp_path: Path) -> None:
+    text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path / "d", version=(3, 9, 0))
+    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert props["process.roles"] == "broker,controller"
+    assert props["node.id"] == "1"
+    assert props["listeners"] == "PLAINTEXT://127.0.0.1:41001,CONTROLLER://127.0.0.1:41002"
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:41001"
+    assert props["controller.quorum.bootstrap.servers"] == "127.0.0.1:41002"
+    assert "controller.quorum.voters" not in props
+    assert props["log.dirs"] == str(tmp_path / "d")
+    assert props["offsets.topic.replication.factor"] == props["transaction.state.log.replication.factor"] == "1"
+    assert props["transaction.state.log.min.isr"] == "1"
+
+
+def test_server_properties_static_voters_before_3_9(tmp_path: Path) -> None:
+    text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path, version=(3, 7, 1))
+    assert "controller.quorum.voters=1@127.0.0.1:41002" in text.splitlines()
+    assert "controller.quorum.bootstrap.servers" not in text
+
+
+def test_storage_format_arguments_follow_the_version(tmp_path: Path) -> None:
+    new = storage_format_argv("/k", "ID", tmp_path / "s.properties", (4, 0, 0))
+    assert new == ["/k/bin/kafka-storage.sh", "format", "-t", "ID", "-c", str(tmp_path / "s.properties"),
+                   "--standalone", "--ignore-formatted"]
+    old = storage_format_argv("/k", "ID", "p", (3, 6, 2))
+    assert "--standalone" not in old and old[-1] == "--ignore-formatted"
+
+
+def test_kafka_version_from_the_jar_names(tmp_path: Path) -> None:
+    assert kafka_version(make_fake_kafka_home(tmp_path, version="3.7.2")) == (3, 7, 2)
+    libs = tmp_path / "other" / "libs"
+    libs.mkdir(parents=True)
+    (libs / "kafka_2.13-4.0.0.jar").write_bytes(b"")
+    assert kafka_version(tmp_path / "other") == (4, 0, 0)
+    assert kafka_version(tmp_path / "nowhere") is None
+
+
+# ----------------------------------------------------------------------------- MirrorMaker 2
+def _mm2(**kw: object) -> dict[str, str]:
+    args: dict = {"source_bootstrap": "127.0.0.1:1", "target_bootstrap": "127.0.0.1:2", "topics": topics_regex("km")}
+    args.update(kw)
+    return render_mm2_properties(**args)
+
+
+def test_mm2_properties_for_single_node_clusters() -> None:
+    p = _mm2()
+    assert p["clusters"] == "source, target"
+    assert p["source.bootstrap.servers"] == "127.0.0.1:1" and p["target.bootstrap.servers"] == "127.0.0.1:2"
+    assert p["source->target.enabled"] == "true" and p["target->source.enabled"] == "false"
+    assert p["source->target.topics"] == "^km-.*"
+    assert p["replication.policy.class"] == DEFAULT_POLICY
+    assert p["sync.topic.acls.enabled"] == "false"
+    for key in ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
+                "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
+                "status.storage.replication.factor", "config.storage.replication.factor"):
+        assert p[key] == "1", key
+    assert p["emit.checkpoints.enabled"] == p["emit.heartbeats.enabled"] == "true"
+    assert int(p["refresh.topics.interval.seconds"]) <= 5  # test topics are found in seconds
+    assert "source.consumer.fetch.max.wait.ms" not in p and "source->target.use.defaults.from" not in p
+
+
+def test_mm2_properties_on_tansu() -> None:
+    p = _mm2(source_is_tansu=True)
+    assert p["source.consumer.fetch.max.wait.ms"] == "50"
+    assert p["source->target.use.defaults.from"] == "source"
+    assert _mm2(target_is_tansu=True)["source->target.use.defaults.from"] == "source"
+
+
+def test_mm2_overrides_win_and_set_the_naming() -> None:
+    p = _mm2(overrides=[("replication.policy.class", IDENTITY_POLICY), ("tasks.max", "1")])
+    assert p["tasks.max"] == "1"
+    assert naming_from_properties(p) == NamingPolicy()
+    assert naming_from_properties(_mm2()) == NamingPolicy("source.")
+    assert naming_from_properties(_mm2(overrides=[("replication.policy.separator", "_")])) == NamingPolicy("source_")
+    with pytest.raises(ValueError, match="set --kafka-mirror-naming"):
+        naming_from_properties(_mm2(overrides=[("replication.policy.class", "com.example.MyPolicy")]))
+
+
+def _java_unescape(s: str) -> str:
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and i + 1 < len(s):
+            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(s[i + 1], s[i + 1]))
+            i += 2
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def _java_properties_load(text: str) -> dict[str, str]:
+    """The subset of java.util.Properties.load that our writer emits (one line per entry):
+    the key ends at the first unescaped blank, then blanks, '=' and blanks separate."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        i = 0
+        while i < len(line) and not (line[i] == " " and line[i - 1] != "\\"):
+            i += 1
+        rest = line[i:].lstrip(" ")
+        rest = rest[1:].lstrip(" ") if rest.startswith("=") else rest
+        out[_java_unescape(line[:i])] = _java_unescape(rest)
+    return out
+
+
+def test_properties_file_keeps_regex_backslashes() -> None:
+    props = {"source->target.topics": r"^a\.b\-.*", "x": " leading blank", "y": "#not a comment"}
+    text = format_properties(props)
+    assert r"source->target.topics = ^a\\.b\\-.*" in text.splitlines()
+    assert _java_properties_load(text) == props
+
+
+def test_mm2_container_script_per_image() -> None:
+    assert mm2_container_script("apache/kafka:3.9.1") == ["/opt/kafka/bin/connect-mirror-maker.sh"]
+    assert mm2_container_script("confluentinc/cp-kafka:7.7.1") == ["connect-mirror-maker"]
+    for image in ("apache/kafka-native:4.0.0", "redpandadata/redpanda:v24.2.4", "kafka-mirror/tansu:local"):
+        with pytest.raises(ValueError, match="has no MirrorMaker 2"):
+            mm2_container_script(image)
+
+
+# ----------------------------------------------------------------------------- command
+def test_command_placeholders_are_shell_quoted() -> None:
+    values = {"source": "127.0.0.1:1", "target": "127.0.0.1:2", "topics": r"^km\-.*", "workdir": "/tmp/a dir/it's"}
+    cmd = render_command("run --from {source} --to {target} --whitelist {topics} --dir {workdir} {{literal}}", values)
+    assert shlex.split(cmd) == ["run", "--from", "127.0.0.1:1", "--to", "127.0.0.1:2", "--whitelist", r"^km\-.*",
+                                "--dir", "/tmp/a dir/it's", "{literal}"]
+
+
+@pytest.mark.parametrize(
+    "template,message",
+    [
+        ("run {sources}", r"unknown placeholder \{sources\}.*accepted: \{source\}, \{target\}, \{topics\}, \{workdir\}"),
+        ("run {source", "literal braces"),
+        ("  ", "empty"),
+    ],
+)
+def test_bad_command_templates(template: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_replicator_spec(f"command:{template}")
+
+
+# ----------------------------------------------------------------------------- specs and settings
+def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
+    home = make_fake_kafka_home(tmp_path)
+    assert parse_cluster_spec("container:apache/kafka:3.9.1") == ClusterSpec("container", "apache/kafka:3.9.1")
+    assert parse_cluster_spec(f"kafka-home:{home}") == ClusterSpec("kafka-home", str(home))
+    assert parse_cluster_spec("kafka-home") == ClusterSpec("kafka-home")
+    with pytest.raises(ValueError, match=r"container:nginx.*cannot tell how to configure.*accepted: tansu \| container:IMAGE"):
+        parse_cluster_spec("container:nginx")
+    with pytest.raises(ValueError, match="not a directory.*accepted: tansu"):
+        parse_cluster_spec(f"kafka-home:{tmp_path / 'missing'}")
+    with pytest.raises(ValueError, match="no bin/kafka-server-start.sh"):
+        parse_cluster_spec(f"kafka-home:{tmp_path}")
+
+
+def test_replicator_specs(tmp_path: Path) -> None:
+    home = make_fake_kafka_home(tmp_path)
+    assert parse_replicator_spec(f"mm2:{home}") == ReplicatorSpec("mm2", str(home))
+    assert parse_replicator_spec("mm2") == ReplicatorSpec("mm2")
+    assert parse_replicator_spec("mm2:container:apache/kafka:3.9.1") == ReplicatorSpec("mm2", "container:apache/kafka:3.9.1")
+    assert parse_replicator_spec("external:prefix:dc1.") == ReplicatorSpec("external", "prefix:dc1.")
+    assert parse_replicator_spec("command:ureplicator --whitelist {topics}").kind == "command"
+    for bad, message in [
+        ("mm2:/nonexistent", "not a directory"),
+        (f"mm2:{tmp_path}", "no bin/connect-mirror-maker.sh"),
+        ("mm2:container:redpandadata/redpanda", "has no MirrorMaker 2"),
+        ("external:suffix:x", "unknown topic naming policy"),
+        ("brooklin", "unknown replicator spec"),
+    ]:
+        with pytest.raises(ValueError, match=f"{message}.*accepted: reference \\| mm2"):
+            parse_replicator_spec(bad)
+
+
+def test_replicator_properties_from_every_source(tmp_path: Path) -> None:
+    def resolve(cli=None, ini=None, env=None):  # type: ignore[no-untyped-def]
+        return resolve_settings(cli or {}, lambda k: (ini or {}).get(k), env or {}, rootdir=tmp_path)
+
+    assert resolve().replicator_properties == ()
+    ini = {"kafka_mirror_replicator_properties": ["tasks.max=2", "# a comment", "", "a.b = c=d"]}
+    assert resolve(ini=ini).replicator_properties == (("tasks.max", "2"), ("a.b", "c=d"))
+    env = {"KAFKA_MIRROR_REPLICATOR_PROPERTIES": "x=1\ny=2"}
+    assert resolve(env=env).replicator_properties == (("x", "1"), ("y", "2"))
+    cli = {"kafka_mirror_replicator_properties": [(("k", "v"),), (("k2", "v2"),)]}  # a repeated flag
+    assert resolve(cli=cli, env=env).replicator_properties == (("k", "v"), ("k2", "v2"))
+    with pytest.raises(SettingsError, match="ini key kafka_mirror_replicator_properties: 'novalue' is not KEY=VALUE"):
+        resolve(ini={"kafka_mirror_replicator_properties": ["novalue"]})
+    home = make_fake_kafka_home(tmp_path)
+    assert resolve(env={"KAFKA_MIRROR_KAFKA_HOME": str(home)}).kafka_home == str(home)
+    with pytest.raises(SettingsError, match="env KAFKA_MIRROR_KAFKA_HOME: .* is not a directory"):
+        resolve(env={"KAFKA_MIRROR_KAFKA_HOME": str(tmp_path / "none")})
+
+
+# ----------------------------------------------------------------------------- capabilities
+def test_capabilities_require_skips_with_the_reason() -> None:
+    caps = Capabilities(add_partitions=False, transactions=True, reasons={"add_partitions": "no CreatePartitions"})
+    caps.require("transactions")  # supported: no skip
+    with pytest.raises(pytest.skip.Exception, match="cluster lacks add_partitions: no CreatePartitions; "
+                                                     "delete_records: not probed"):
+        caps.require("add_partitions", "delete_records", "transactions")
+    with pytest.raises(ValueError, match="unknown capability 'partitions'; known: add_partitions"):
+        caps.require("partitions")
+
+
+def test_readme_command_recipes_are_valid_templates() -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    recipes = re.findall(r"--kafka-mirror-replicator='(command:[^']*)'", readme)
+    assert recipes, "README lost its command recipes"
+    values = {"source": "127.0.0.1:1", "target": "127.0.0.1:2", "topics": "^km-.*", "workdir": "/w"}
+    for recipe in recipes:
+        cmd = render_command(parse_replicator_spec(recipe).arg, values)
+        words = shlex.split(cmd)
+        assert "'^km-.*'" in cmd and "/w/c.properties" in words
