@@ -100,7 +100,7 @@ def test_unknown_marker_argument_is_rejected(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
-    assert "unknown arguments ['drain_timout']; accepted keywords: drain_timeout, replicator_properties, settle, topic_timeout" in result.stdout.str()
+    assert "unknown arguments ['drain_timout']; accepted keywords: drain_timeout, private, replicator_properties, settle, topic_timeout" in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
 
 
