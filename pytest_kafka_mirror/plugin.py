@@ -84,13 +84,10 @@ def _configure_xdist_controller(config: pytest.Config) -> None:
     """Fix the run id the workers will get, so the controller knows their share directory."""
     if not _is_xdist_controller(config):
         return
-    import os
     import uuid
 
     if not getattr(config.option, "testrunuid", None):
         config.option.testrunuid = uuid.uuid4().hex
-    # Workers inherit the environment: their shared clusters watch this pid.
-    os.environ["KAFKA_MIRROR_CONTROLLER_PID"] = str(os.getpid())
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -136,7 +133,7 @@ def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: 
     from .sharing import SharedCluster, worker_share_dir
 
     session = _session(request.config)
-    share = worker_share_dir() if session.settings.share == "run" else None
+    share = worker_share_dir(getattr(request.config, "workerinput", None)) if session.settings.share == "run" else None
     workdir = tmp_path_factory.mktemp(f"kafka-mirror-{role}")
 
     def start() -> Cluster:

@@ -42,8 +42,6 @@ __all__ = ["SHARE_MODES", "ShareDir", "SharedCluster", "controller_share_dir", "
 
 SHARE_MODES = ("run", "worker")
 _ROOT_ENV = "KAFKA_MIRROR_SHARE_ROOT"
-_RUN_ENV = "PYTEST_XDIST_TESTRUNUID"
-_CONTROLLER_ENV = "KAFKA_MIRROR_CONTROLLER_PID"
 
 
 def _root() -> Path:
@@ -108,13 +106,17 @@ class ShareDir:
         return stopped
 
 
-def worker_share_dir() -> ShareDir | None:
-    """This xdist worker's share directory, or None when not running under xdist."""
-    run = os.environ.get(_RUN_ENV)
-    if not run or "PYTEST_XDIST_WORKER" not in os.environ:
+def worker_share_dir(workerinput: dict[str, Any] | None) -> ShareDir | None:
+    """This xdist worker's share directory, or None when not running as an xdist worker.
+
+    ``workerinput`` is ``config.workerinput`` (absent outside workers).  Environment
+    variables cannot decide this: ``PYTEST_XDIST_*`` leak into every subprocess of a
+    worker, including a nested pytest run that is not part of this run at all.
+    """
+    if not workerinput or "testrunuid" not in workerinput:
         return None
-    controller = int(os.environ.get(_CONTROLLER_ENV) or os.getppid())
-    return ShareDir(_root() / run, controller)
+    # popen gateways: the worker is a child of the controller
+    return ShareDir(_root() / str(workerinput["testrunuid"]), os.getppid())
 
 
 def controller_share_dir(testrunuid: str) -> ShareDir:
