@@ -262,7 +262,7 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             env = MirrorEnv(source, target, request.getfixturevalue("replicator"))
         else:  # its own replicator, for its own topic prefix (see _dedicated)
             try:
-                own = session.make_replicator(source, target, tmp_path_factory.mktemp("kafka-mirror-replicator"),
+                own = session.make_replicator(source, target, request.getfixturevalue("tmp_path") / "replicator",
                                               topic_prefix=dedicated[0], extra_properties=dedicated[1])
             except ReplicatorError as exc:
                 pytest.fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}",
