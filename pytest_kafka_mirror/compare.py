@@ -335,9 +335,9 @@ def _regression_message(key: str, check: RegressionCheck, baseline: Value, curre
             f"in the baseline; {check} allows no such regression"
         )
     assert baseline is not None  # fails() is False without a baseline value
-    allowed = f"{check.threshold:g}%" if check.relative else format_figure(name, check.threshold)
-    direction = "higher" if FIGURES[name].higher_is_worse else "lower"
+    sign = "+" if FIGURES[name].higher_is_worse else "-"
+    allowed = f"{sign}{check.threshold:g}%" if check.relative else sign + format_figure(name, check.threshold)
     return (
         f"{key}: {name} {format_figure(name, current)} vs {format_figure(name, baseline)} in the baseline "
-        f"({', '.join(_change(name, baseline, current))}), more than {check} allows ({allowed} {direction})"
+        f"({', '.join(_change(name, baseline, current))}), more than {check} allows (at most {allowed})"
     )
