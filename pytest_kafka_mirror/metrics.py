@@ -279,19 +279,27 @@ class MetricsService:
         self._pusher: threading.Thread | None = None
 
     def start(self) -> None:
-        """Bind the exporter and make a first push; OSError / push errors reach the caller."""
+        """:meth:`serve`, then :meth:`start_pushing`; on a push error the exporter is stopped."""
+        self.serve()
+        try:
+            self.start_pushing()
+        except BaseException:
+            self.stop()
+            raise
+
+    def serve(self) -> None:
+        """Bind the HTTP exporter (when ``listen`` is set); OSError when the address is taken."""
         from prometheus_client import start_http_server
 
         if self.listen is not None:
             self._server, _thread = start_http_server(self.listen.port, addr=self.listen.host, registry=self.registry)
             host, port = self._server.server_address[:2]
             self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}/metrics"
+
+    def start_pushing(self) -> None:
+        """Push once (errors reach the caller: a wrong URL fails fast), then every ``push_interval``."""
         if self.pushgateway is not None:
-            try:
-                self.push()
-            except BaseException:
-                self.stop()
-                raise
+            self.push()
             self._pusher = threading.Thread(target=self._push_loop, name="kafka-mirror-push", daemon=True)
             self._pusher.start()
 

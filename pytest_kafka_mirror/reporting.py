@@ -103,14 +103,17 @@ class SessionReporting:
                 "pip install 'pytest-kafka-mirror[metrics]'"
             ) from None
         try:
-            self.metrics.start()
+            self.metrics.serve()
         except OSError as exc:
             self._remove_spool()
             raise pytest.UsageError(
                 f"{_origin(s, 'metrics-port')} {s.metrics_port}: cannot serve metrics there ({exc.strerror or exc}); "
                 "choose another port, or 0 for a free one"
             ) from None
-        except Exception as exc:  # noqa: BLE001 - urllib errors of the first push
+        try:
+            self.metrics.start_pushing()
+        except Exception as exc:  # noqa: BLE001 - urllib / HTTP errors of the first push
+            self.metrics.stop()
             self._remove_spool()
             raise pytest.UsageError(
                 f"{_origin(s, 'pushgateway')} {s.pushgateway}: the first push failed ({exc}); "

@@ -232,9 +232,16 @@ class MirrorVerifier:
 
     def __call__(self, run: MirrorRun, *, examples: int = 20) -> MirrorReport:
         __tracebackhide__ = True
+        report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
+        return self.record(report)
+
+    def record(self, report: MirrorReport) -> MirrorReport:
+        """Take a report verified elsewhere (``kafka-mirror verify`` on another host, then
+        ``MirrorReport.load``) into this test's results, as ``mirror_verifier(run)`` does
+        with its own: JSON and plots in the report directory, the summary, the stored run
+        and the comparison, JUnit properties and metrics.  Returns ``report``."""
         from .compare import figures
 
-        report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
         path.parent.mkdir(parents=True, exist_ok=True)
