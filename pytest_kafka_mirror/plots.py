@@ -268,7 +268,7 @@ def write_plots(report: MirrorReport, directory: str | os.PathLike[str], stem: s
 _CSS = """
 body { font-family: DejaVu Sans, Helvetica, Arial, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child { text-align: left; }
 tr.failed td:first-child { color: #b00020; font-weight: bold; }
 pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }

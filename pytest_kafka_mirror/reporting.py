@@ -139,12 +139,16 @@ class SessionReporting:
             result = TestResult.from_dict(data)
             self.results[result.key] = result
 
+    def sorted_results(self) -> list[TestResult]:
+        """By node id: workers finish in any order, the summary and the stored run do not."""
+        return sorted(self.results.values(), key=lambda r: (r.nodeid, r.index))
+
     # -- the end ------------------------------------------------------------------------------
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         s = self.settings
-        results = list(self.results.values())
+        results = self.sorted_results()
         metadata: dict[str, Any] = {}
         self.config.hook.pytest_kafka_mirror_run_metadata(config=self.config, metadata=metadata)
         run = build_run(results, settings=s, metadata=metadata, commit_info=get_commit_info(self.config.rootpath))
@@ -182,7 +186,7 @@ class SessionReporting:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
-        results = list(self.results.values())
+        results = self.sorted_results()
         if not results and self.comparison is None and self.metrics is None:
             return
         n = len(results)

@@ -92,8 +92,8 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     result.stdout.fnmatch_lines([
         "*kafka-mirror: 2 verified runs*",
         "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * rate",
+        "    test_steady.py::test_steady?body? * 600 * 0 * 0 * 0 *",  # sorted by node id, whoever finished first
         "    test_steady.py::test_steady?headers? * 600 * 0 * 0 * 0 *",
-        "    test_steady.py::test_steady?body? * 600 * 0 * 0 * 0 *",
         "reports: *",
         "saved: *0001_*.json",
         f"metrics: http://127.0.0.1:{port}/metrics",
