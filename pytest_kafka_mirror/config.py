@@ -110,7 +110,7 @@ def _storage(text: str) -> str:
     text = text.strip()
     if "://" in text and not text.startswith("file://"):
         raise ValueError(f"{text!r}: only file storage is supported; accepted: PATH | file://PATH")
-    path = text[len("file://"):] if text.startswith("file://") else text
+    path = text.removeprefix("file://")
     if not path:
         raise ValueError(f"{text!r} names no directory; accepted: PATH | file://PATH")
     return path

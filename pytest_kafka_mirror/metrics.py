@@ -220,12 +220,12 @@ class MirrorCollector:
         for name, figure in FIGURES.items():
             if figure.unit == "ms":
                 continue
-            family = GaugeMetricFamily(f"kafka_mirror_report_{name}", f"After verification: {figure.help} ({figure.unit}).",
-                                       labels=["test"])
+            gauge = GaugeMetricFamily(f"kafka_mirror_report_{name}", f"After verification: {figure.help} ({figure.unit}).",
+                                      labels=["test"])
             for key, figures in sorted(verified.items()):
                 if figures.get(name) is not None:
-                    family.add_metric([key], float(figures[name]))
-            yield family
+                    gauge.add_metric([key], float(figures[name]))
+            yield gauge
         lat = GaugeMetricFamily("kafka_mirror_report_latency_seconds",
                                 "After verification: latency of the first arrival of each acknowledged record.",
                                 labels=["test", "figure"])

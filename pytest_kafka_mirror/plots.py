@@ -69,13 +69,13 @@ class _Canvas:
 
     def __init__(self, title: str, x_label: str, y_label: str) -> None:
         self.parts: list[str] = [
-            f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' "
-            f"viewBox='0 0 {WIDTH} {HEIGHT}' {FONT} font-size='12'>",
+            (f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{HEIGHT}' "
+             f"viewBox='0 0 {WIDTH} {HEIGHT}' {FONT} font-size='12'>"),
             f"<rect width='{WIDTH}' height='{HEIGHT}' fill='white'/>",
             f"<text x='{WIDTH / 2}' y='22' text-anchor='middle' font-size='14' font-weight='bold'>{_esc(_short(title))}</text>",
             f"<text x='{LEFT + (WIDTH - LEFT - RIGHT) / 2}' y='{HEIGHT - 10}' text-anchor='middle'>{_esc(x_label)}</text>",
-            f"<text transform='translate(16,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
-            f"text-anchor='middle'>{_esc(y_label)}</text>",
+            (f"<text transform='translate(16,{TOP + (HEIGHT - TOP - BOTTOM) / 2}) rotate(-90)' "
+             f"text-anchor='middle'>{_esc(y_label)}</text>"),
         ]
         self.x0, self.x1 = LEFT, WIDTH - RIGHT
         self.y0, self.y1 = HEIGHT - BOTTOM, TOP  # y0 is the bottom (pixels grow downwards)
@@ -174,8 +174,8 @@ def line_chart(
         if len(pts) <= 120:  # dots where there are few points (a 1-second run is one point)
             for seg in segments:
                 for point in seg:
-                    x, y = point.split(",")
-                    c.add(f"<circle cx='{x}' cy='{y}' r='2.5' fill='{color}'/>")
+                    cx, cy = point.split(",")
+                    c.add(f"<circle cx='{cx}' cy='{cy}' r='2.5' fill='{color}'/>")
     c.legend([(label, color) for label, color, _ in series])
     return c.svg()
 

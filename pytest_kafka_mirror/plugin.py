@@ -82,8 +82,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
     lines = [
-        f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
-        f"spark={st.spark_master} reports={st.report_dir}"
+        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
+         f"spark={st.spark_master} reports={st.report_dir}")
     ]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     extra = []

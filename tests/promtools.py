@@ -61,7 +61,7 @@ def pushgateway(workdir: Path) -> Iterator[str]:
                                               "--persistence.file=", "--log.level=warn"],
                               workdir / f"pushgateway-{attempt}.log").start()
         try:
-            wait_until(lambda: _ready(url) or not proc.running, 20, "the push gateway to answer /-/ready")
+            wait_until(lambda p=proc, u=url: _ready(u) or not p.running, 20, "the push gateway to answer /-/ready")
             if proc.running:
                 yield url
                 return

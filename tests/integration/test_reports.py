@@ -4,8 +4,6 @@ in a subprocess, real brokers, mirror, capture and Spark)."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import subprocess
 import sys
@@ -21,7 +19,7 @@ from pytest_kafka_mirror.storage import FileStorage, get_machine_id, load_run
 from tests.conftest import processes_tagged
 from tests.golden import assert_golden
 from tests.promtools import free_port, pushgateway, scrape, value
-from tests.stored import sample_report, sample_result, sample_run
+from tests.stored import sample_report
 
 pytestmark = pytest.mark.integration
 
@@ -33,13 +31,15 @@ METRICS_PORT = OPTIONS_BY_NAME["metrics-port"].flag
 PUSHGATEWAY = OPTIONS_BY_NAME["pushgateway"].flag
 REPORTING_OPTIONS = ("save", "autosave", "compare", "compare-fail", "storage", "metrics-port", "pushgateway")
 
-# Scrapes the session's exporter from inside the test: while the capture still runs
-# (producer counts, arrivals as they come) and after verification (the report's figures).
+# test_live scrapes the session's exporter from inside the test: while the capture still
+# runs (producer counts, arrivals as they come) and after verification.  test_recorded takes
+# in a report verified elsewhere (no second Spark JVM): both workers' results must reach
+# the controller's one summary, one stored run and one JUnit file.
 XDIST_SCENARIO = textwrap.dedent(
     """
     import os, time, urllib.request
-    import pytest
     from prometheus_client.parser import text_string_to_metric_families
+    from pytest_kafka_mirror.verify import MirrorReport
 
     def scrape():
         url = "http://127.0.0.1:%s/metrics" % os.environ["KM_METRICS_PORT"]
@@ -52,10 +52,9 @@ XDIST_SCENARIO = textwrap.dedent(
         hits = [v for (n, ls), v in samples.items() if n == name and set(labels.items()) <= ls]
         return hits[0] if len(hits) == 1 else None
 
-    @pytest.mark.parametrize("fmt", ["headers", "body"])
-    def test_steady(request, mirror_topics, mirror_producer, mirror_verifier, fmt):
+    def test_live(request, mirror_topics, mirror_producer, mirror_verifier):
         topics = mirror_topics(2, partitions=2)
-        run = mirror_producer(topics, rate=400, count=300, format=fmt, message_size=128)
+        run = mirror_producer(topics, rate=400, count=300, message_size=128)
         live = scrape()
         for t in topics:
             assert sample(live, "kafka_mirror_records_sent_total", topic=t) == 300
@@ -73,15 +72,19 @@ XDIST_SCENARIO = textwrap.dedent(
         assert sample(after, "kafka_mirror_report_missing", test=request.node.nodeid) == 0
         assert sample(after, "kafka_mirror_report_expected", test=request.node.nodeid) == 600
         report.assert_ok(p99_ms=10000)
+
+    def test_recorded(mirror_verifier):
+        mirror_verifier.record(MirrorReport.load(os.environ["KM_REPORT"]))
     """
 )
 
 
-def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagged_env: str,
+def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagged_env: str, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     pytester.makepyfile(test_steady=XDIST_SCENARIO)
     port = free_port()
     monkeypatch.setenv("KM_METRICS_PORT", str(port))
+    monkeypatch.setenv("KM_REPORT", _report_file(tmp_path, "recorded", duplicated=3))
     result = pytester.runpytest_subprocess(
         "-n", "2", "-p", "no:cacheprovider", AUTOSAVE, f"{METRICS_PORT}={port}", "--junitxml=junit.xml",
     )
@@ -92,8 +95,8 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     result.stdout.fnmatch_lines([
         "*kafka-mirror: 2 verified runs*",
         "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * rate",
-        "    test_steady.py::test_steady?body? * 600 * 0 * 0 * 0 *",  # sorted by node id, whoever finished first
-        "    test_steady.py::test_steady?headers? * 600 * 0 * 0 * 0 *",
+        "    test_steady.py::test_live * 600 * 0 * 0 * 0 *",  # sorted by node id, whoever finished first
+        "    test_steady.py::test_recorded * 200 * 0 * 3 * 0 * 10 ms * 20 ms * 30 ms * 500.0 msg/s",
         "reports: *",
         "saved: *0001_*.json",
         f"metrics: http://127.0.0.1:{port}/metrics",
@@ -103,17 +106,18 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     storage = FileStorage(pytester.path / ".kafka-mirror")
     runs = storage.runs()
     assert len(runs) == 1
-    stored = load_run(runs[0])
-    assert sorted(stored["results"]) == ["test_steady.py::test_steady[body]", "test_steady.py::test_steady[headers]"]
-    for key, res in stored["results"].items():
-        assert res["params"] == {"fmt": key.split("[")[1].rstrip("]")}
+    results = load_run(runs[0])["results"]
+    assert sorted(results) == ["test_steady.py::test_live", "test_steady.py::test_recorded"]
+    live, recorded = results["test_steady.py::test_live"], results["test_steady.py::test_recorded"]
+    assert (live["figures"]["expected"], live["figures"]["missing"], live["figures"]["duplicated"]) == (600, 0, 0)
+    assert live["figures"]["rate"] > 0 and live["figures"]["latency_p99"] is not None
+    assert (recorded["figures"]["expected"], recorded["figures"]["duplicated"]) == (200, 3)
+    topics = {lane["topic"] for lane in live["report"]["lanes"]}
+    assert all(re.match(r"km-gw\d-", t) for t in topics), topics  # verified on a worker, not the controller
+    timeline = live["report"]["timeline"]
+    assert sum(e["sent"] for e in timeline) == 600 and sum(e["received"] for e in timeline) == 600
+    for res in results.values():
         assert res["outcome"] == "passed"
-        assert (res["figures"]["expected"], res["figures"]["missing"], res["figures"]["duplicated"]) == (600, 0, 0)
-        assert res["figures"]["rate"] > 0 and res["figures"]["latency_p99"] is not None
-        topics = {lane["topic"] for lane in res["report"]["lanes"]}
-        assert all(re.match(r"km-gw\d-", t) for t in topics), topics  # verified on a worker, not the controller
-        timeline = res["report"]["timeline"]
-        assert sum(e["sent"] for e in timeline) == 600 and sum(e["received"] for e in timeline) == 600
         for path in [res["report_path"], *res["plots"].values()]:
             assert Path(path).is_file(), path
 
@@ -122,10 +126,9 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     assert index.count("<img src=") == 6
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
-    assert set(props) == {"test_steady[headers]", "test_steady[body]"}
-    for p in props.values():
-        assert (p["kafka_mirror.expected"], p["kafka_mirror.missing"], p["kafka_mirror.lost"]) == ("600", "0", "0")
-        assert float(p["kafka_mirror.latency_p99"]) > 0
+    assert (props["test_live"]["kafka_mirror.expected"], props["test_live"]["kafka_mirror.missing"]) == ("600", "0")
+    assert float(props["test_live"]["kafka_mirror.latency_p99"]) > 0
+    assert (props["test_recorded"]["kafka_mirror.duplicated"], props["test_recorded"]["kafka_mirror.rate"]) == ("3", "500.0")
     assert processes_tagged(tagged_env) == []
 
 
@@ -185,7 +188,7 @@ def test_a_regression_fails_the_session_and_names_the_next_command(pytester: pyt
 
     # The next command, as printed: the same comparison, no cluster, same exit status.
     cli = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "compare", str(baseline), str(saved),
-                          "--compare-fail", "foreign:0"], capture_output=True, text=True, timeout=60)
+                          "--compare-fail", "foreign:0"], capture_output=True, text=True, timeout=60, check=False)
     assert cli.returncode == 1, cli.stderr
     assert f"{RECORDED_NODE}: foreign 2 vs 0 in the baseline (+2), more than foreign:0 allows (at most +0)" in cli.stdout
 
@@ -259,8 +262,9 @@ def test_a_busy_metrics_port_is_a_usage_error(pytester: pytest.Pytester) -> None
         port = busy.getsockname()[1]
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"{METRICS_PORT}={port}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"*--kafka-mirror-metrics-port 127.0.0.1:{port}: cannot serve metrics there*"
-                                 "choose another port, or 0 for a free one"])
+    result.stderr.fnmatch_lines([
+        f"*--kafka-mirror-metrics-port 127.0.0.1:{port}: cannot serve metrics there*choose another port, or 0 for a free one"
+    ])
 
 
 def test_golden_help_of_the_reporting_options(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from itertools import pairwise
 from pathlib import Path
 
 from hypothesis import given
@@ -105,6 +106,6 @@ def test_write_plots_and_index_link_them(tmp_path: Path) -> None:
 def test_nice_ticks_cover_the_range_in_round_steps(lo: float, span: float, target: int) -> None:
     ticks = nice_ticks(lo, lo + span, target)
     assert ticks[0] <= lo + 1e-6 * span and ticks[-1] >= lo + span - 1e-6 * span
-    steps = {round(b - a, 6) for a, b in zip(ticks, ticks[1:], strict=False)}
+    steps = {round(b - a, 6) for a, b in pairwise(ticks)}
     assert len(steps) <= 1 or max(steps) - min(steps) < 1e-6 * max(abs(lo), span)
     assert len(ticks) <= 2 * target + 3

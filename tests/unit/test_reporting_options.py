@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 from pytest_kafka_mirror.compare import RegressionCheck
-from pytest_kafka_mirror.config import FLAG, LATEST, LIST, OPTIONAL_VALUE, OPTIONS_BY_NAME, SettingsError, resolve_settings
+from pytest_kafka_mirror.config import (
+    FLAG,
+    LATEST,
+    LIST,
+    OPTIONAL_VALUE,
+    OPTIONS_BY_NAME,
+    SettingsError,
+    resolve_settings,
+)
 from pytest_kafka_mirror.metrics import ListenAddress
 
 SAVE = OPTIONS_BY_NAME["save"]

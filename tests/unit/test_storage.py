@@ -120,7 +120,7 @@ def test_commit_info_of_a_work_tree(tmp_path: Path) -> None:
 
 
 def test_machine_id_names_system_python_and_bits() -> None:
-    system, impl, version, bits = get_machine_id().split("-")
+    _system, impl, version, bits = get_machine_id().split("-")
     assert impl in ("CPython", "PyPy") and version.count(".") == 1 and bits.endswith("bit")
 
 
