@@ -163,7 +163,13 @@ class SessionReporting:
                 self.save_skipped = "the session was interrupted: a partial run is not saved as a baseline"
             else:
                 name = s.save or autosave_name(run["commit_info"])
-                self.saved = self.storage.save(run, name)
+                try:
+                    self.saved = self.storage.save(run, name)
+                except OSError as exc:
+                    # Asked to keep a baseline and could not: the session must not look green.
+                    self.save_skipped = f"cannot write {self.storage}: {exc}"
+                    if session.exitstatus == pytest.ExitCode.OK:
+                        session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.baseline is not None and self.baseline_path is not None:
             self.comparison = compare_runs(
                 self.baseline, run, s.compare_fail,
@@ -207,7 +213,7 @@ class SessionReporting:
         if self.saved is not None:
             tr.write_line(f"saved: {self.saved}")
         if self.save_skipped:
-            tr.write_line(f"not saved: {self.save_skipped}", yellow=True)
+            tr.write_line(f"not saved: {self.save_skipped}", red=True)
         if self.metrics is not None:
             where = [w for w in (self.metrics.url, self.settings.pushgateway and f"pushed to {self.settings.pushgateway}") if w]
             tr.write_line(f"metrics: {', '.join(where)}")

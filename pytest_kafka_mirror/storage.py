@@ -34,7 +34,8 @@ import os
 import platform
 import re
 import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -250,6 +251,21 @@ def autosave_name(commit_info: Mapping[str, Any], now: datetime | None = None) -
 # -- the directory ------------------------------------------------------------------------------
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive lock on ``path`` (created if missing), across processes and threads."""
+    with path.open("a+") as fh:
+        if os.name == "nt":  # pragma: no cover - exercised on Windows only
+            import msvcrt
+
+            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
+        else:
+            import fcntl
+
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
 class FileStorage:
     """Stored runs under ``root``/``machine_id``/."""
 
@@ -278,20 +294,21 @@ class FileStorage:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and p.name != self.machine_id and self.runs(p.name))
 
     def save(self, data: Mapping[str, Any], name: str) -> Path:
-        """Write ``data`` as the next ``NNNN_name.json``; concurrent savers get distinct numbers."""
+        """Write ``data`` as the next ``NNNN_name.json``.
+
+        Sessions that save at the same moment (parallel CI jobs sharing the storage) get
+        distinct numbers: the number is chosen and its file created under a lock on the
+        machine directory (``.lock``).
+        """
         self.machine_dir.mkdir(parents=True, exist_ok=True)
         text = json.dumps(data, indent=1, sort_keys=False)
-        existing = self.runs()
-        number = int(_RUN_FILE.match(existing[-1].name)["number"]) + 1 if existing else 1  # type: ignore[index]
-        for _ in range(1000):
+        with _locked(self.machine_dir / ".lock"):
+            existing = self.runs()
+            number = int(_RUN_FILE.match(existing[-1].name)["number"]) + 1 if existing else 1  # type: ignore[index]
             path = self.machine_dir / f"{number:04d}_{name}.json"
-            try:
-                with path.open("x") as fh:  # exclusive: another session may save at the same moment
-                    fh.write(text)
-                return path
-            except FileExistsError:
-                number += 1
-        raise StorageError(f"cannot find a free run number in {self.machine_dir}")  # pragma: no cover
+            with path.open("x") as fh:  # never overwrite a run, whatever happens to the lock
+                fh.write(text)
+        return path
 
     def resolve(self, ref: str) -> Path:
         """The stored run ``ref`` names: ``latest``, ``NNNN``, ``MACHINE/NNNN``, part of a name, or a path.
