@@ -278,3 +278,14 @@ def test_golden_help_of_the_reporting_options(pytester: pytest.Pytester, monkeyp
         end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" " * 10))
         blocks += lines[start:end]
     assert_golden("help_reporting.txt", "\n".join(blocks) + "\n")
+
+
+def test_a_save_that_fails_fails_the_session(pytester: pytest.Pytester, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(test_recorded=RECORDED_SCENARIO)
+    monkeypatch.setenv("KM_REPORT", _report_file(tmp_path, "good"))
+    (pytester.path / "not-a-dir").write_text("")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"{SAVE}=base", "--kafka-mirror-storage=not-a-dir")
+    result.assert_outcomes(passed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["not saved: cannot write */not-a-dir/*: *"])
