@@ -209,30 +209,36 @@ def bar_chart(title: str, x_label: str, y_label: str, labels: Sequence[str], val
 # -- a verified run's plots -------------------------------------------------------------------
 
 
-def _timeline_points(report: MirrorReport) -> tuple[int, list[dict[str, Any]]]:
+def _timeline_points(report: MirrorReport) -> tuple[int, list[dict[str, Any]], list[tuple[float, str]]]:
+    """The timeline's start second, its entries, and the markers relative to the start."""
     timeline = report.timeline
     start = int(timeline[0]["t"]) if timeline else 0
-    return start, timeline
+    markers = [(float(m["time"]) - start, str(m.get("label", ""))) for m in report.markers if "time" in m]
+    return start, timeline, markers
+
+
+def _mid(entry: Mapping[str, Any], start: int) -> float:
+    # A second's figures are drawn at its middle, so that a marker at 1.5 s falls beside
+    # the second [1, 2) it happened in.
+    return float(entry["t"]) - start + 0.5
 
 
 def latency_svg(report: MirrorReport, title: str) -> str:
-    start, timeline = _timeline_points(report)
+    start, timeline, markers = _timeline_points(report)
     series = [
-        (f"{name} per second", COLORS[name], [(e["t"] - start, e[f"{name}_ms"]) for e in timeline])
+        (f"{name} per second", COLORS[name], [(_mid(e, start), e[f"{name}_ms"]) for e in timeline])
         for name in ("p50", "p99")
     ]
-    markers = [(float(m["time"]) - start, str(m.get("label", ""))) for m in report.markers if "time" in m]
     return line_chart(f"latency: {title}", "seconds since the first record (produce time)", "latency (ms)",
                       series, markers=markers, empty="no record arrived")
 
 
 def rate_svg(report: MirrorReport, title: str) -> str:
-    start, timeline = _timeline_points(report)
+    start, timeline, markers = _timeline_points(report)
     series = [
-        ("sent", COLORS["sent"], [(e["t"] - start, float(e["sent"])) for e in timeline]),
-        ("arrived", COLORS["arrived"], [(e["t"] - start, float(e["arrived"])) for e in timeline]),
+        ("sent", COLORS["sent"], [(_mid(e, start), float(e["sent"])) for e in timeline]),
+        ("arrived", COLORS["arrived"], [(_mid(e, start), float(e["arrived"])) for e in timeline]),
     ]
-    markers = [(float(m["time"]) - start, str(m.get("label", ""))) for m in report.markers if "time" in m]
     return line_chart(f"rate: {title}", "seconds since the first record", "records per second", series,
                       markers=markers, empty="no records sent")
 

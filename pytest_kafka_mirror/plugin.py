@@ -86,19 +86,8 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
          f"spark={st.spark_master} reports={st.report_dir}")
     ]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
-    extra = []
-    if st.save or st.autosave:
-        extra.append(f"save={st.save or 'auto'}")
-    if isinstance(reporting, SessionReporting) and reporting.baseline_path is not None:
-        extra.append(f"compare={reporting.baseline_path}")
-    if st.compare_fail:
-        extra.append("compare-fail=" + ",".join(map(str, st.compare_fail)))
-    if isinstance(reporting, SessionReporting) and reporting.metrics is not None:
-        extra += [f"metrics={reporting.metrics.url}"] if reporting.metrics.url else []
-        extra += [f"pushgateway={st.pushgateway}"] if st.pushgateway else []
-    if extra:
-        lines.append(f"kafka-mirror: storage={reporting.storage if isinstance(reporting, SessionReporting) else st.storage} "
-                     + " ".join(extra))
+    if isinstance(reporting, SessionReporting) and reporting.header():
+        lines.append(reporting.header())
     return lines
 
 
@@ -209,7 +198,8 @@ def mirror_producer(
 @pytest.fixture
 def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
     """``mirror_verifier(run)`` waits for the capture, runs the Spark verification and
-    returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON)."""
+    returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON, with
+    plots); ``mirror_verifier.record(report)`` takes in a report verified elsewhere."""
     callspec = getattr(request.node, "callspec", None)
     params = {k: _plain(v) for k, v in callspec.params.items()} if callspec is not None else {}
     verifier = MirrorVerifier(_session(request.config), request.node.nodeid, params)

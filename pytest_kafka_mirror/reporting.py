@@ -132,6 +132,22 @@ class SessionReporting:
         if self.spool_dir is not None:
             node.workerinput[SPOOL_KEY] = str(self.spool_dir)
 
+    def header(self) -> str:
+        """The report-header line of saving, comparing and metrics ("" when none is on)."""
+        s = self.settings
+        parts = []
+        if s.save or s.autosave:
+            parts.append(f"save={s.save or 'auto'}")
+        if self.baseline_path is not None:
+            parts.append(f"compare={self.baseline_path}")
+        if s.compare_fail:
+            parts.append("compare-fail=" + ",".join(map(str, s.compare_fail)))
+        if self.metrics is not None and self.metrics.url:
+            parts.append(f"metrics={self.metrics.url}")
+        if s.pushgateway:
+            parts.append(f"pushgateway={s.pushgateway}")
+        return f"kafka-mirror: storage={self.storage} " + " ".join(parts) if parts else ""
+
     # -- during the session -------------------------------------------------------------------
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -196,7 +212,7 @@ class SessionReporting:
         if not results and self.comparison is None and self.metrics is None:
             return
         n = len(results)
-        tr.write_sep("=", f"kafka-mirror: {n} verified run{'s' if n != 1 else ''}")
+        tr.write_sep("=", f"kafka-mirror: {n} verified run{'s' if n != 1 else ''}" if n else "kafka-mirror")
         if results:
             from .verify.report import format_table
 
