@@ -34,6 +34,7 @@ import os
 import platform
 import re
 import subprocess
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -255,7 +256,7 @@ def autosave_name(commit_info: Mapping[str, Any], now: datetime | None = None) -
 def _locked(path: Path) -> Iterator[None]:
     """An exclusive lock on ``path`` (created if missing), across processes and threads."""
     with path.open("a+") as fh:
-        if os.name == "nt":  # pragma: no cover - exercised on Windows only
+        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
             import msvcrt
 
             msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
