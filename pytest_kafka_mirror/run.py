@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
-from .producer import MirrorProducer, TopicLanes
+from .producer import CountsCallback, MirrorProducer, TopicLanes
 from .rundir import REPORT_FILE, Manifest
 
 if TYPE_CHECKING:
@@ -87,13 +87,15 @@ class MirrorRun:
         producer_id: str | None = None,
         config: dict[str, Any] | None = None,
         wait_for_target: bool = True,
+        on_counts: CountsCallback | None = None,
     ) -> Manifest:
         """Produce one batch of records (blocking) and record its manifest.
 
         Argument errors are raised before anything is started.  With ``wait_for_target``
         (the default) production starts only once the replicator has created the target
         topics and the capture reads them, so the replicator's topic discovery time is not
-        counted as record latency; set it to False to measure discovery.
+        counted as record latency; set it to False to measure discovery.  ``on_counts``
+        receives live producer counts (see :data:`~pytest_kafka_mirror.producer.CountsCallback`).
         """
         producer = MirrorProducer(
             self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
@@ -115,6 +117,7 @@ class MirrorRun:
             target_names=self.topics,
             progress=lambda p: log.info("producing: %s", p),
             warmup_topic=self.warmup_topic,
+            on_counts=on_counts,
         )
         manifest.write(self.run_dir)
         self.manifests.append(manifest)

@@ -256,6 +256,17 @@ class MirrorReport:
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: contents of capture-status.json, {} when the capture wrote none
     capture: dict[str, Any] = field(default_factory=dict)
+    #: one entry per second (see ``verify/_timeline.py``): ``t`` (UTC epoch second), ``sent``
+    #: (handed to the client in that second), ``received`` (acknowledged records produced in
+    #: that second that arrived), ``arrived`` (first arrivals in that second), ``p50_ms`` /
+    #: ``p99_ms`` (latency of the records produced in that second, None when none arrived)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: events to draw on the timeline: ``{"time": UTC epoch seconds, "label": "..."}``
+    #: (fault injection, replicator restarts)
+    markers: list[dict[str, Any]] = field(default_factory=list)
+    #: one entry per producer of the run: id, topics, requested rate, sent / acked / failed,
+    #: produce seconds and achieved rate per topic (from the manifests' stats)
+    producers: list[dict[str, Any]] = field(default_factory=list)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
