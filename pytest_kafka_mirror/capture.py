@@ -27,7 +27,9 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Iterable
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,6 +94,42 @@ class SeenBitmap:
 
 
 # --------------------------------------------------------------------------- process side
+class LiveFigures:
+    """Identified arrivals per source topic and a cumulative latency histogram, for live
+    metrics (``metrics.py`` reads them from the progress file).
+
+    Counted per consumed batch with C-level work (slices, a sort, one bisect per bound),
+    not per record: every copy counts, as it arrives.
+    """
+
+    def __init__(self, bounds_ms: Sequence[float]) -> None:
+        self.bounds_us = [round(b * 1000) for b in bounds_ms]
+        self.bounds_ms = list(bounds_ms)
+        self.by_topic: Counter[str] = Counter()
+        self.cumulative = [0] * len(bounds_ms)
+        self.count = 0
+        self.sum_us = 0
+
+    def add_batch(self, topics: Sequence[str], produce_ts_us: Sequence[int | None], arrival_us: int) -> None:
+        self.by_topic.update(t for t, p in zip(topics, produce_ts_us, strict=True) if p is not None)
+        pts = sorted(p for p in produce_ts_us if p is not None)
+        n = len(pts)
+        if not n:
+            return
+        # latency <= bound  <=>  produce_ts >= arrival - bound
+        for i, bound in enumerate(self.bounds_us):
+            self.cumulative[i] += n - bisect_left(pts, arrival_us - bound)
+        self.count += n
+        self.sum_us += n * arrival_us - sum(pts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "by_topic": dict(self.by_topic),
+            "latency": {"bounds_ms": self.bounds_ms, "cumulative": self.cumulative, "count": self.count,
+                        "sum_us": self.sum_us},
+        }
+
+
 class _Writer:
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = out_dir
@@ -127,6 +165,7 @@ def _run(args: argparse.Namespace) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     from .records import FOREIGN, Kind, decode
+    from .verify.job import DEFAULT_BOUNDS
 
     run_dir = Path(args.run_dir)
     mapping: dict[str, str] = json.loads(args.topics)  # target -> source
@@ -163,6 +202,7 @@ def _run(args: argparse.Namespace) -> int:
     assigned: dict[str, int] = {}
     seen: dict[tuple[str, str, int], SeenBitmap] = {}
     counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "duplicates_seen": 0}
+    live = LiveFigures(DEFAULT_BOUNDS)
     t_start = time.monotonic()
     last_progress = t_start  # last time a record arrived
     produce_done_at: float | None = None
@@ -192,7 +232,7 @@ def _run(args: argparse.Namespace) -> int:
     def write_progress() -> None:
         write_json_atomic(
             run_dir / PROGRESS,
-            {**counts, "elapsed": round(time.monotonic() - t_start, 3), "partitions": assigned},
+            {**counts, "elapsed": round(time.monotonic() - t_start, 3), "partitions": assigned, **live.to_dict()},
         )
 
     def satisfied() -> bool:
@@ -221,6 +261,7 @@ def _run(args: argparse.Namespace) -> int:
         msgs = consumer.consume(500, 0.01)
         if msgs:
             arrival = time.time_ns() // 1000
+            first = len(c_pts)  # this batch's rows start here (the writer flushes only below)
             for m in msgs:
                 if m.error():
                     if m.error().code() != KafkaError._PARTITION_EOF:
@@ -266,6 +307,7 @@ def _run(args: argparse.Namespace) -> int:
                     if not bm.add(d.seq):
                         counts["duplicates_seen"] += 1
             counts["records"] += len(msgs)
+            live.add_batch(c_topic[first:], c_pts[first:], arrival)
             last_progress = time.monotonic()
             if writer.pending() >= SEGMENT_ROWS:
                 writer.flush()
@@ -293,6 +335,7 @@ def _run(args: argparse.Namespace) -> int:
             write_progress()
     writer.flush()
     consumer.close()
+    write_progress()  # the final counts, for the last scrape
     status = {
         "reason": reason,
         **counts,

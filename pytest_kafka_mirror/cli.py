@@ -2,24 +2,31 @@
 
     kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
     kafka-mirror show REPORT.json                          print a stored report
+    kafka-mirror compare RUN_A RUN_B [--compare-fail EXPR]  compare two stored runs (B against baseline A)
+    kafka-mirror list                                      list the stored runs
     kafka-mirror broker                                    run an embedded Tansu broker until Ctrl-C
     kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
     kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
 
 ``verify`` exits 1 when the run broke at-least-once delivery or lane order, so it can
-gate a shell pipeline; ``--json`` writes the report where you want it.
+gate a shell pipeline; ``--json`` writes the report where you want it.  ``compare`` needs
+no cluster and no Spark: it reads two stored runs (``--kafka-mirror-save`` /
+``--kafka-mirror-autosave``, or a session's ``REPORT_DIR/session.json``) and exits 1 when
+a ``--compare-fail`` check finds a regression, with the same checks and messages as the
+plugin's ``--kafka-mirror-compare-fail``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from .config import OPTIONS_BY_NAME
+from .config import LIST, OPTIONS_BY_NAME, Option
 
 __all__ = ["main"]
 
@@ -59,6 +66,48 @@ def _cmd_show(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=1))
     else:
         print(report.summary())
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from .compare import compare_runs
+    from .storage import FileStorage, StorageError, load_run, run_label
+
+    storage = FileStorage(args.storage)
+    try:
+        paths = [storage.resolve(ref) for ref in (args.baseline, args.current)]
+        runs = [load_run(path) for path in paths]
+    except StorageError as exc:
+        print(f"kafka-mirror compare: {exc}", file=sys.stderr)
+        return 2
+    comparison = compare_runs(
+        runs[0], runs[1], args.compare_fail,
+        baseline_label=run_label(runs[0], paths[0].stem), current_label=run_label(runs[1], paths[1].stem),
+    )
+    print(comparison.render())
+    return 1 if comparison.failed else 0
+
+
+def _cmd_list(args: argparse.Namespace) -> int:
+    from .storage import FileStorage, StorageError, load_run, run_label
+
+    storage = FileStorage(args.storage)
+    machines = [storage.machine_id, *storage.other_machines()]
+    found = False
+    for machine in machines:
+        runs = storage.runs(machine)
+        if not runs:
+            continue
+        found = True
+        print(f"{storage.root / machine}:")
+        for path in runs:
+            try:
+                data = load_run(path)
+                print(f"  {run_label(data, path.name)}: {len(data['results'])} verified runs")
+            except StorageError as exc:
+                print(f"  {path.name}: unreadable ({exc})")
+    if not found:
+        print(f"no stored runs under {storage.root}")
     return 0
 
 
@@ -124,6 +173,15 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--allow-duplicates", action="store_true", help="duplicates do not fail the run")
     v.add_argument("--max-reordered", type=int, default=0, help="reordered records tolerated. Default: %(default)r")
     v.set_defaults(func=_cmd_verify)
+    c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
+    c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")
+    c.add_argument("current", metavar="RUN_B", help="the run to check against RUN_A, same forms")
+    _add_option(c, "--compare-fail", OPTIONS_BY_NAME["compare-fail"])
+    _add_option(c, "--storage", OPTIONS_BY_NAME["storage"])
+    c.set_defaults(func=_cmd_compare)
+    ls = sub.add_parser("list", help="list the stored runs")
+    _add_option(ls, "--storage", OPTIONS_BY_NAME["storage"])
+    ls.set_defaults(func=_cmd_list)
     s = sub.add_parser("show", help="print a stored report")
     s.add_argument("report")
     s.add_argument("--raw", action="store_true", help="print the whole JSON")
@@ -145,6 +203,21 @@ def build_parser() -> argparse.ArgumentParser:
     ct.add_argument("--reap", action="store_true", help="remove only those whose owning process is gone")
     ct.set_defaults(func=_cmd_containers)
     return ap
+
+
+def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None:
+    """The plugin's option ``opt`` as ``flag`` of a subcommand: same parser, same messages.
+
+    A repeatable option appends; otherwise the environment variable (KAFKA_MIRROR_*) gives
+    the default, as it does for the plugin.
+    """
+    help = opt.help.replace("%", "%%")  # argparse %-formats help
+    if opt.kind == LIST:
+        parser.add_argument(flag, type=opt.argparse_type, metavar=opt.metavar, action="append", default=[], help=help)
+        return
+    default = os.environ.get(opt.env) or opt.default
+    parser.add_argument(flag, type=opt.argparse_type, metavar=opt.metavar, default=opt.parse(default) if default else None,
+                        help=f"{help} Also env {opt.env}. Default: %(default)r")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,12 +10,15 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .clusters import ClusterSpec, parse_cluster_spec
+from .compare import RegressionCheck, parse_compare_fail
+from .metrics import ListenAddress, parse_listen_address, parse_pushgateway
 from .records import FORMATS
 from .replicators import NamingPolicy, ReplicatorSpec, parse_naming, parse_replicator_spec
 
@@ -92,31 +95,90 @@ def _kafka_home(text: str) -> str:
     return str(check_kafka_home(text))
 
 
+def _property(text: str) -> tuple[str, str]:
+    """One ``KEY=VALUE`` replicator property."""
+    key, sep, value = text.strip().partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"{text.strip()!r} is not KEY=VALUE (e.g. replication.policy.class=...IdentityReplicationPolicy)")
+    return key.strip(), value.strip()
+
+
 def _properties(text: str) -> tuple[tuple[str, str], ...]:
     """``KEY=VALUE`` entries, one per line (blank lines and ``#`` comments ignored)."""
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        key, sep, value = line.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"{line!r} is not KEY=VALUE (e.g. replication.policy.class=...IdentityReplicationPolicy)")
-        out.append((key.strip(), value.strip()))
-    return tuple(out)
+    return tuple(_property(line) for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{text!r} is not a boolean; accepted: true | false (also 1/0, yes/no, on/off)")
+
+
+def _save_name(text: str) -> str:
+    """A name for ``--kafka-mirror-save``: it becomes part of a file name (as in pytest-benchmark)."""
+    text = text.strip()
+    illegal = "".join(c for c in "\\/:*?<>|\"" if c in text)
+    if not text or illegal or text == LATEST:
+        raise ValueError(
+            f"{text!r} cannot name a stored run: use a non-empty name without any of \\/:*?<>|\" "
+            f"(and not {LATEST!r}, which means the newest run)"
+        )
+    return text
+
+
+def _run_ref(text: str) -> str:
+    text = text.strip()
+    if not text:
+        raise ValueError(f"an empty run; accepted: {LATEST} | NNNN (run number) | NAME (part of a file name) | PATH.json")
+    return text
+
+
+def _storage(text: str) -> str:
+    text = text.strip()
+    if "://" in text and not text.startswith("file://"):
+        raise ValueError(f"{text!r}: only file storage is supported; accepted: PATH | file://PATH")
+    path = text.removeprefix("file://")
+    if not path:
+        raise ValueError(f"{text!r} names no directory; accepted: PATH | file://PATH")
+    return path
+
+
+#: ``--kafka-mirror-compare`` without a value: the newest stored run of this machine.
+LATEST = "latest"
+
+#: Kinds of options (see :class:`Option`).
+VALUE, FLAG, LIST, OPTIONAL_VALUE = "value", "flag", "list", "optional-value"
 
 
 @dataclass(frozen=True)
 class Option:
-    """One setting: its flag, ini key and environment variable derive from ``name``."""
+    """One setting: its flag, ini key and environment variable derive from ``name``.
+
+    ``kind`` says how it is given:
+
+    * ``value``: ``--flag VALUE``; ini key and environment variable hold the value.
+    * ``flag``: ``--flag`` alone turns it on; ini / environment take ``true`` or ``false``.
+    * ``list``: repeatable, each ``--flag VALUE`` adds one value; the ini key takes one
+      value per line, the environment variable values separated by spaces or commas.
+      Values given on the command line replace those of the ini key / environment.
+    * ``optional-value``: ``--flag`` alone means ``const``, ``--flag=VALUE`` a value (write
+      the ``=``: a separate word after the flag would be taken for its value).
+
+    ``default`` None means "not set" (the setting is then None, or empty for a list).
+    """
 
     name: str  # e.g. "source" -> --kafka-mirror-source, kafka_mirror_source, KAFKA_MIRROR_SOURCE
     metavar: str
-    default: str
+    default: str | None
     help: str
     parse: Callable[[str], Any]
-    #: repeatable flag, ini ``linelist``, newline-separated env; ``parse`` returns a tuple
-    multiple: bool = False
+    kind: str = VALUE
+    const: str | None = None  # the value of an optional-value option given alone
+    #: how a list option's ini / environment text splits into items (a regex)
+    separator: str = r"[\s,]+"
 
     @property
     def flag(self) -> str:
@@ -140,6 +202,44 @@ class Option:
             return self.parse(text)
         except ValueError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
+
+    def addoption_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``parser.addoption`` for this option.
+
+        The default is always None (not given), so that the ini key, the environment and
+        then :attr:`default` apply in :func:`resolve_settings`.
+        """
+        default = "" if self.default is None or self.kind == FLAG else f" Default: {self.default!r}"
+        # argparse %-formats help strings: a literal % (as in "latency_p99:10%") must be doubled.
+        help = f"{self.help} Also ini {self.ini}, env {self.env}.{default}".replace("%", "%%")
+        kwargs: dict[str, Any] = {"dest": self.dest, "default": None, "help": help}
+        if self.kind == FLAG:
+            return {**kwargs, "action": "store_true"}
+        kwargs.update(metavar=self.metavar, type=self.argparse_type)
+        if self.kind == LIST:
+            return {**kwargs, "action": "append"}
+        if self.kind == OPTIONAL_VALUE:
+            return {**kwargs, "nargs": "?", "const": self.const}
+        return kwargs
+
+    @property
+    def ini_type(self) -> str:
+        return "linelist" if self.kind == LIST else "string"
+
+    def parse_text(self, text: str) -> Any:
+        """Parse a value from the ini file or the environment (a flag's true / false, a list's items)."""
+        if self.kind == FLAG:
+            return _bool(text)
+        if self.kind == LIST:
+            items = (item.strip() for item in re.split(self.separator, text.strip()))
+            return tuple(self.parse(item) for item in items if item and not item.startswith("#"))
+        return self.parse(text)
+
+    def unset(self) -> Any:
+        """The value when nothing gives one."""
+        if self.default is not None:
+            return self.parse_text(self.default)
+        return () if self.kind == LIST else None
 
 
 OPTIONS: list[Option] = [
@@ -176,12 +276,37 @@ OPTIONS: list[Option] = [
     Option("share", "MODE", "run",
            "Under xdist: run = the workers share one source and one target cluster (each worker runs its own "
            "replicator for its own topics) | worker = clusters per worker.", _share),
+    # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
            _kafka_home),
-    Option("replicator-properties", "KEY=VALUE", "",
+    Option("replicator-properties", "KEY=VALUE", None,
            "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
-           "repeat the flag, one per line in ini, newline-separated in env.", _properties, multiple=True),
+           "repeat the flag, one per line in ini, newline-separated in env.", _property, kind=LIST, separator=r"\n"),
+    # -- results across runs (storage.py, compare.py) --------------------------------
+    Option("save", "NAME", None,
+           "Save this session's results as STORAGE/MACHINE/NNNN_NAME.json, to compare later runs with.",
+           _save_name),
+    Option("autosave", "", "false",
+           "Save this session's results as STORAGE/MACHINE/NNNN_COMMIT_UTCSTAMP[_uncommitted-changes].json.",
+           _bool, kind=FLAG),
+    Option("compare", "RUN", None,
+           "Compare this session with a stored run: the newest of this machine when RUN is omitted, "
+           "else NNNN (run number), part of a file name, or a PATH.json. Write --kafka-mirror-compare=RUN.",
+           _run_ref, kind=OPTIONAL_VALUE, const=LATEST),
+    Option("compare-fail", "EXPR", None,
+           "Fail the session when a figure regressed against the compared run: FIGURE:N% (relative) or "
+           "FIGURE:N (absolute), e.g. latency_p99:10% or missing:0. Repeatable.",
+           parse_compare_fail, kind=LIST),
+    Option("storage", "PATH", ".kafka-mirror",
+           "Directory of stored runs (relative to rootdir); also file://PATH.", _storage),
+    # -- Prometheus (metrics.py) --------------------------------------------------------
+    Option("metrics-port", "[HOST:]PORT", None,
+           "Serve live Prometheus metrics over HTTP on this port (host 127.0.0.1 unless given; 0 = a free port).",
+           parse_listen_address),
+    Option("pushgateway", "URL", None,
+           "Push the metrics to this Prometheus push gateway while the session runs and at its end.",
+           parse_pushgateway),
 ]
 
 OPTIONS_BY_NAME = {o.name: o for o in OPTIONS}
@@ -201,11 +326,23 @@ class Settings:
     topic_prefix: str
     format: str
     message_size: int
-    share: str = "run"
-    kafka_home: str = ""
-    replicator_properties: tuple[tuple[str, str], ...] = ()
     #: option name -> where its value came from ("default", "--flag", "ini key", "env VAR")
     sources: dict[str, str] = field(default_factory=dict)
+    kafka_home: str = ""
+    replicator_properties: tuple[tuple[str, str], ...] = ()
+    share: str = "run"
+    # -- results across runs and Prometheus; defaults so older callers keep working
+    save: str | None = None
+    autosave: bool = False
+    compare: str | None = None  # LATEST or a run reference
+    compare_fail: tuple[RegressionCheck, ...] = ()
+    storage: Path = Path(".kafka-mirror")
+    metrics_port: ListenAddress | None = None
+    pushgateway: str | None = None
+
+    @property
+    def metrics_enabled(self) -> bool:
+        return self.metrics_port is not None or self.pushgateway is not None
 
     def non_default(self) -> dict[str, str]:
         return {k: v for k, v in self.sources.items() if v != "default"}
@@ -224,26 +361,27 @@ def resolve_settings(
     sources: dict[str, str] = {}
     for opt in OPTIONS:
         value = cli.get(opt.dest)
-        if opt.multiple and isinstance(value, list):  # repeated flag: one parsed tuple each
-            value = tuple(item for part in value for item in part) or None
-        if value is not None:
-            values[opt.dest], sources[opt.name] = value, opt.flag
+        if value is not None and value is not False:  # a flag not given is None (or False)
+            values[opt.dest], sources[opt.name] = (tuple(value) if opt.kind == LIST else value), opt.flag
             continue
         for origin, raw in ((f"ini key {opt.ini}", ini(opt.ini)), (f"env {opt.env}", env.get(opt.env))):
-            if isinstance(raw, list):  # a linelist ini key
+            if isinstance(raw, list):  # linelist ini keys
                 raw = "\n".join(raw)
             if raw is not None and str(raw).strip() != "":
                 try:
-                    values[opt.dest] = opt.parse(str(raw).strip())
+                    values[opt.dest] = opt.parse_text(str(raw).strip())
                 except ValueError as exc:
                     raise SettingsError(f"{origin}: {exc}") from None
                 sources[opt.name] = origin
                 break
         else:
-            values[opt.dest], sources[opt.name] = opt.parse(opt.default), "default"
-    report_dir = Path(values["kafka_mirror_report_dir"])
-    if rootdir is not None and not report_dir.is_absolute():
-        report_dir = rootdir / report_dir
+            values[opt.dest], sources[opt.name] = opt.unset(), "default"
+
+    def under_root(text: str) -> Path:
+        path = Path(text)
+        return rootdir / path if rootdir is not None and not path.is_absolute() else path
+
+    report_dir = under_root(values["kafka_mirror_report_dir"])
     return Settings(
         source=values["kafka_mirror_source"],
         target=values["kafka_mirror_target"],
@@ -257,8 +395,15 @@ def resolve_settings(
         topic_prefix=values["kafka_mirror_topic_prefix"],
         format=values["kafka_mirror_format"],
         message_size=values["kafka_mirror_message_size"],
-        share=values["kafka_mirror_share"],
+        sources=sources,
         kafka_home=values["kafka_mirror_kafka_home"],
         replicator_properties=values["kafka_mirror_replicator_properties"],
-        sources=sources,
+        share=values["kafka_mirror_share"],
+        save=values["kafka_mirror_save"],
+        autosave=values["kafka_mirror_autosave"],
+        compare=values["kafka_mirror_compare"],
+        compare_fail=values["kafka_mirror_compare_fail"],
+        storage=under_root(values["kafka_mirror_storage"]),
+        metrics_port=values["kafka_mirror_metrics_port"],
+        pushgateway=values["kafka_mirror_pushgateway"],
     )

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .config import OPTIONS, Settings, SettingsError, resolve_settings
-from .session import KafkaMirrorSession, MirrorProducerFactory, MirrorTopics, MirrorVerifier
+from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
+from .reporting import RESULTS_ATTR, SPOOL_KEY, SessionReporting
+from .session import KafkaMirrorSession, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -30,22 +31,19 @@ MARKER = "kafka_mirror"
 MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties"}
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from . import hookspec
+
+    pluginmanager.add_hookspecs(hookspec)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("kafka-mirror", "test Kafka cross-cluster mirroring (pytest-kafka-mirror)")
     for opt in OPTIONS:
-        group.addoption(
-            opt.flag,
-            dest=opt.dest,
-            metavar=opt.metavar,
-            type=opt.argparse_type,
-            action="append" if opt.multiple else "store",
-            default=None,  # None = not given: the ini key, then the env var, then the default apply
-            help=f"{opt.help} Also ini {opt.ini}, env {opt.env}. Default: {opt.default!r}",
-        )
-        if opt.multiple:
-            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="linelist", default=[])
-        else:
-            parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type="string", default="")
+        # default=None (not given): the ini key, then the env var, then the default apply.
+        group.addoption(opt.flag, **opt.addoption_kwargs())
+        parser.addini(opt.ini, help=f"{opt.help} (see {opt.flag})", type=opt.ini_type,  # type: ignore[arg-type]
+                      default=[] if opt.kind == LIST else "")
 
 
 def _session(config: pytest.Config) -> KafkaMirrorSession:
@@ -67,7 +65,18 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath))
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
-    config.stash[SESSION_KEY] = KafkaMirrorSession(settings)
+    session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        # An xdist worker: the controller collects results and serves metrics.
+        if workerinput.get(SPOOL_KEY):
+            from .metrics import MetricsSpool
+
+            session.metrics_spool = MetricsSpool(workerinput[SPOOL_KEY], worker_id())
+    elif not config.getoption("help", False):
+        reporting = SessionReporting(config, session)
+        reporting.start()  # baseline and metrics errors fail here, before any cluster starts
+        config.pluginmanager.register(reporting, "kafka-mirror-reporting")
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -97,10 +106,14 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     st = s.settings
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
-    return [
-        f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
-        f"spark={st.spark_master} reports={st.report_dir}"
+    lines = [
+        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
+         f"spark={st.spark_master} reports={st.report_dir}")
     ]
+    reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
+    if isinstance(reporting, SessionReporting) and reporting.header():
+        lines.append(reporting.header())
+    return lines
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -320,7 +333,7 @@ def mirror_producer(
     """
     factory = MirrorProducerFactory(
         _session(request.config), mirror_env.source, mirror_env.target, mirror_env.replicator, tmp_path, mirror_topics,
-        overrides=_marker_overrides(request),
+        overrides=_marker_overrides(request), test_id=request.node.nodeid,
     )
     try:
         yield factory
@@ -331,13 +344,23 @@ def mirror_producer(
 @pytest.fixture
 def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
     """``mirror_verifier(run)`` waits for the capture, runs the Spark verification and
-    returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON)."""
-    verifier = MirrorVerifier(_session(request.config), request.node.nodeid)
+    returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON, with
+    plots); ``mirror_verifier.record(report)`` takes in a report verified elsewhere."""
+    callspec = getattr(request.node, "callspec", None)
+    params = {k: _plain(v) for k, v in callspec.params.items()} if callspec is not None else {}
+    verifier = MirrorVerifier(_session(request.config), request.node.nodeid, params)
     request.node.stash[_VERIFIER_KEY] = verifier
     return verifier
 
 
+def _plain(value: Any) -> Any:
+    """A test parameter as stored data: JSON scalars as they are, anything else as its repr."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else repr(value)
+
+
 _VERIFIER_KEY = pytest.StashKey[MirrorVerifier]()
+_ATTACHED_KEY = pytest.StashKey[int]()
+_CALL_OUTCOME_KEY = pytest.StashKey[str]()
 
 
 # ----------------------------------------------------------------------------- reporting
@@ -345,11 +368,11 @@ _VERIFIER_KEY = pytest.StashKey[MirrorVerifier]()
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     verifier = item.stash.get(_VERIFIER_KEY, None)
-    if report.when == "call" and verifier is not None:
-        for i, r in enumerate(verifier.reports):
-            t = r.totals
-            report.user_properties.append((f"kafka_mirror{i or ''}", {k: t[k] for k in sorted(t)}))
-        if report.failed:
+    if verifier is not None:
+        if report.when == "call":
+            item.stash[_CALL_OUTCOME_KEY] = report.outcome
+        _attach_results(item, report, verifier)
+        if report.when == "call" and report.failed:
             funcargs = getattr(item, "funcargs", {})
             env = funcargs.get("mirror_env")
             rep = env.replicator if env is not None else funcargs.get("replicator")
@@ -360,15 +383,30 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    s = config.stash.get(SESSION_KEY, None)
-    if s is None or not s.reports:
+def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: MirrorVerifier) -> None:
+    """Put the verifications made since the last phase on this phase's report.
+
+    xdist serialises a report's attributes to the controller, where ``reporting.py``
+    collects them: that is how results of every worker reach one summary and one stored
+    run.  The figures also become JUnit XML properties (``kafka_mirror.FIGURE``, or
+    ``kafka_mirror[N].FIGURE`` for a test's N-th further verification); junitxml reads them
+    from the item, through the teardown report.
+    """
+    done = item.stash.get(_ATTACHED_KEY, 0)
+    new = verifier.results[done:]
+    if not new:
         return
-    tr = terminalreporter
-    tr.write_sep("-", "kafka-mirror")
-    for nodeid, report, _path in s.reports:
-        tr.write_line(f"{nodeid}: {report.summary()}")
-    tr.write_line(f"reports: {s.settings.report_dir}")
+    outcome = item.stash.get(_CALL_OUTCOME_KEY, report.outcome)
+    payload = []
+    for result in new:
+        result.outcome = outcome
+        payload.append({"key": result.key, **result.to_dict()})
+        prefix = "kafka_mirror" + (f"[{result.index}]" if result.index else "")
+        for name, value in result.figures.items():
+            if value is not None:
+                item.user_properties.append((f"{prefix}.{name}", value))
+    setattr(report, RESULTS_ATTR, payload)
+    item.stash[_ATTACHED_KEY] = len(verifier.results)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

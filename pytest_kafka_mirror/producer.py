@@ -31,6 +31,12 @@ __all__ = ["MirrorProducer", "ProducerError", "RateProfile", "TopicLanes", "new_
 log = logging.getLogger("pytest_kafka_mirror.producer")
 
 PROGRESS_EVERY = 10.0
+#: Seconds between two ``on_counts`` calls (live metrics).
+COUNTS_EVERY = 1.0
+
+#: ``on_counts(producer_id, {topic: {"sent", "acked", "failed", "rate"}})``: cumulative counts
+#: of one producer, and its send rate over the last interval (0 once it is done).
+CountsCallback = Callable[[str, dict[str, dict[str, float]]], None]
 
 
 class ProducerError(RuntimeError):
@@ -238,6 +244,7 @@ class MirrorProducer:
         should_stop: Callable[[], bool] | None = None,
         warmup_topic: str | None = None,
         on_start: Callable[[], None] | None = None,
+        on_counts: CountsCallback | None = None,
     ) -> Manifest:
         """Produce until ``count`` records per topic or ``duration`` seconds, then flush.
 
@@ -251,6 +258,11 @@ class MirrorProducer:
 
         ``on_start`` is called once, right when the schedule's clock starts (after the
         warm-up): scheduled faults are timed from there.
+
+        ``on_counts`` gets the counts per topic about once a second and once at the end
+        (see :data:`CountsCallback`), for live metrics.  The manifest's stats get
+        ``sent_per_second``: ``[UTC epoch second, records]`` pairs over all topics, counted
+        per batch (a batch that straddles a second counts in the second it started in).
         """
         profile = validate_rate(rate)
         if not topics:
@@ -295,6 +307,28 @@ class MirrorProducer:
         started_us = time.time_ns() // 1000
         t0 = time.monotonic()
         next_progress = t0 + PROGRESS_EVERY
+        # Per-second counts for the report's timeline: one dict update per batch, the wall
+        # second derived from the monotonic clock (no extra clock call).
+        per_second: dict[int, int] = {}
+        started_s = started_us / 1e6
+        counts_at = (t0, [0] * len(per_topic))
+        next_counts = t0 + COUNTS_EVERY
+
+        def report_counts(now: float, final: bool = False) -> None:
+            nonlocal counts_at
+            assert on_counts is not None
+            then, sent_then = counts_at
+            span = max(now - then, 1e-9)
+            counts = {}
+            for i, (topic, _parts, lanes) in enumerate(per_topic):
+                counts[topic] = {
+                    "sent": sent[i],
+                    "acked": sum(lane.manifest.acked_count for lane in lanes),
+                    "failed": sum(b - a + 1 for lane in lanes for a, b in lane.manifest.failed),
+                    "rate": 0.0 if final else round((sent[i] - sent_then[i]) / span, 3),
+                }
+            counts_at = (now, list(sent))
+            on_counts(self.producer_id, counts)
         produce = producer.produce
         poll = producer.poll
         now_us = time.time_ns
@@ -361,6 +395,9 @@ class MirrorProducer:
                 if progress is not None and now >= next_progress:
                     progress({"producer_id": self.producer_id, "sent": sum(sent), "elapsed": elapsed})
                     next_progress = now + PROGRESS_EVERY
+                if on_counts is not None and now >= next_counts:
+                    report_counts(now)
+                    next_counts = now + COUNTS_EVERY
             produce_seconds = time.monotonic() - t0
             unflushed = producer.flush(self.flush_timeout)
         except KeyboardInterrupt:
@@ -390,7 +427,10 @@ class MirrorProducer:
             "max_behind_schedule": behind_max if profile is not None else None,
             "rate_warning": warned,
             "warmup_seconds": warmup_seconds,
+            "sent_per_second": sorted([s, n] for s, n in per_second.items()),
         }
+        if on_counts is not None:
+            report_counts(time.monotonic(), final=True)
         if errors:
             log.warning("producer %s: %d delivery errors %s", self.producer_id, stats["failed"], errors)
         log.info(

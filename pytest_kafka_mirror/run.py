@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
-from .producer import MirrorProducer, TopicLanes
+from .producer import CountsCallback, MirrorProducer, TopicLanes
 from .rundir import REPORT_FILE, Manifest
 
 if TYPE_CHECKING:
@@ -96,6 +96,7 @@ class MirrorRun:
         wait_for_target: bool = True,
         topics: Sequence[str] | None = None,
         faults: Sequence[Scheduled] = (),
+        on_counts: CountsCallback | None = None,
     ) -> Manifest:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -109,6 +110,8 @@ class MirrorRun:
         entries applied while producing, timed from the start of the schedule; what
         happened is kept in :attr:`markers` (a fault that fails is recorded, and
         :meth:`fault_errors` reports it after the run: nothing measured is lost).
+        ``on_counts`` receives live producer counts (see
+        :data:`~pytest_kafka_mirror.producer.CountsCallback`).
         """
         from .faults import FaultSchedule
 
@@ -141,6 +144,7 @@ class MirrorRun:
                 progress=lambda p: log.info("producing: %s", p),
                 warmup_topic=self.warmup_topic,
                 on_start=schedule.start,
+                on_counts=on_counts,
             )
         finally:
             # Faults still due after the last record (e.g. a restart at the end) happen

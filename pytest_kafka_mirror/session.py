@@ -11,15 +11,19 @@ import logging
 import os
 import re
 import uuid
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._warnings import PytestKafkaMirrorWarning
 from .config import Settings
+from .storage import TestResult
 
 if TYPE_CHECKING:
     from .clusters import Cluster
     from .faults import Scheduled
+    from .metrics import MetricsSpool
     from .replicators import Replicator
     from .run import MirrorRun
     from .verify import MirrorReport
@@ -49,6 +53,8 @@ class KafkaMirrorSession:
         self.basetemp = basetemp
         self.reports: list[tuple[str, MirrorReport, Path]] = []  # (nodeid, report, json path)
         self.spark: Any = None
+        #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
+        self.metrics_spool: MetricsSpool | None = None
 
     # -- infrastructure ----------------------------------------------------------------
     def _explicit(self, name: str) -> bool:
@@ -156,8 +162,10 @@ class MirrorProducerFactory:
         run_root: Path,
         topics: MirrorTopics,
         overrides: dict[str, Any] | None = None,
+        test_id: str = "",
     ) -> None:
         self.session = session
+        self.test_id = test_id
         self.source = source
         self.target = target
         self.replicator = replicator
@@ -207,6 +215,8 @@ class MirrorProducerFactory:
             warmup_topic=self._warmup_topic(),
         )
         self.runs.append(run)
+        if self.session.metrics_spool is not None:
+            self.session.metrics_spool.capture_started(self.test_id, run.run_dir)
         return run
 
     def _warmup_topic(self) -> str | None:
@@ -242,6 +252,8 @@ class MirrorProducerFactory:
         s = self.session.settings
         kwargs["format"] = kwargs.get("format") or s.format
         kwargs["message_size"] = kwargs.get("message_size") or s.message_size
+        spool = self.session.metrics_spool
+        kwargs.setdefault("on_counts", spool.producer_counts if spool else None)
         return run.produce(**kwargs)
 
     def close(self) -> None:
@@ -250,12 +262,17 @@ class MirrorProducerFactory:
 
 
 class MirrorVerifier:
-    """``mirror_verifier(run)`` → :class:`MirrorReport`, saved as JSON in the report dir."""
+    """``mirror_verifier(run)`` → :class:`MirrorReport`, saved as JSON in the report dir,
+    with its plots (``plots.py``) beside it."""
 
-    def __init__(self, session: KafkaMirrorSession, nodeid: str) -> None:
+    def __init__(self, session: KafkaMirrorSession, nodeid: str, params: dict[str, Any] | None = None) -> None:
         self.session = session
         self.nodeid = nodeid
+        self.params = params or {}
         self.reports: list[MirrorReport] = []
+        #: one per verification, for the stored run and the summary (plugin.py attaches them
+        #: to the test's report so that they reach the xdist controller)
+        self.results: list[TestResult] = []
 
     def __call__(self, run: MirrorRun, *, examples: int = 20) -> MirrorReport:
         __tracebackhide__ = True
@@ -263,17 +280,40 @@ class MirrorVerifier:
         # would keep waiting for the "producers done" signal all that time.
         run.finish()
         report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
-        path = self.session.report_path(self.nodeid, len(self.reports))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        report.write(path)
-        self.reports.append(report)
-        self.session.reports.append((self.nodeid, report, path))
+        self.record(report)
         failed = run.fault_errors()
         if failed:
             from .faults import FaultError
 
             raise FaultError(
-                "scheduled faults failed (the report was verified and saved to "
-                f"{path}):\n" + "\n".join(f"  at {m.t:.2f} s: {m.label}: {m.error}" for m in failed)
+                "scheduled faults failed (the run was verified and its report saved):\n"
+                + "\n".join(f"  at {m.t:.2f} s: {m.label}: {m.error}" for m in failed)
             )
+        return report
+
+    def record(self, report: MirrorReport) -> MirrorReport:
+        """Take a report verified elsewhere (``kafka-mirror verify`` on another host, then
+        ``MirrorReport.load``) into this test's results, as ``mirror_verifier(run)`` does
+        with its own: JSON and plots in the report directory, the summary, the stored run
+        and the comparison, JUnit properties and metrics.  Returns ``report``."""
+        from .compare import figures
+
+        index = len(self.reports)
+        path = self.session.report_path(self.nodeid, index)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report.write(path)
+        self.reports.append(report)
+        self.session.reports.append((self.nodeid, report, path))
+        key = TestResult.key_of(self.nodeid, index)
+        result = TestResult(key=key, nodeid=self.nodeid, index=index, params=self.params, figures=figures(report),
+                            report=report.to_dict(), report_path=str(path))
+        try:
+            from .plots import write_plots
+
+            result.plots = write_plots(report, path.parent, path.stem, key)
+        except Exception as exc:  # noqa: BLE001 - the report is saved; a plot must not fail the test
+            warnings.warn(PytestKafkaMirrorWarning(f"plots of {key} were not written: {exc!r}"), stacklevel=2)
+        self.results.append(result)
+        if self.session.metrics_spool is not None:
+            self.session.metrics_spool.verified(key, result.figures)
         return report

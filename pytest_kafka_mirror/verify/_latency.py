@@ -47,11 +47,11 @@ def nearest_rank(q: float, n: int) -> int:
     return max(1, math.ceil(Fraction(str(q)) * n))
 
 
-def _fine_bucket(lat_us: Column) -> Column:
+def _fine_bucket(lat_us: Column, ratio: float = _RATIO) -> Column:
     """Monotone bucket of a latency in µs: log-ratio buckets, mirrored for negatives (clock skew)."""
     from pyspark.sql import functions as F
 
-    step = math.log(_RATIO)
+    step = math.log(ratio)
     return (
         F.when(lat_us > 0, F.floor(F.log(lat_us.cast("double")) / step))
         .when(lat_us == 0, F.lit(-1))

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTURE_STATUS, REPORT_FILE, load_manifests
+from pytest_kafka_mirror.verify._timeline import add_timeline
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ def verify_run(
     job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0))
     try:
         report = job.run(bounds)
+        add_timeline(report, job.firsts, run)  # per-second figures and producers (verify/_timeline.py)
     finally:
         job.release()
     report.capture = _read_status(run)

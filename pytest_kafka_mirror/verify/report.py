@@ -256,8 +256,18 @@ class MirrorReport:
     examples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     #: contents of capture-status.json, {} when the capture wrote none
     capture: dict[str, Any] = field(default_factory=dict)
-    #: faults applied during the run (faults.Marker.to_dict()), in time order
+    #: one entry per second (see ``verify/_timeline.py``): ``t`` (UTC epoch second), ``sent``
+    #: (handed to the client in that second), ``received`` (acknowledged records produced in
+    #: that second that arrived), ``arrived`` (first arrivals in that second), ``p50_ms`` /
+    #: ``p99_ms`` (latency of the records produced in that second, None when none arrived)
+    timeline: list[dict[str, Any]] = field(default_factory=list)
+    #: faults applied during the run (``faults.Marker.to_dict()``), in time order:
+    #: ``time`` (UTC epoch seconds), ``label``, ``kind`` (outage | heal | ...), ``t`` (seconds
+    #: after production start), ``error`` when the fault could not be applied
     markers: list[dict[str, Any]] = field(default_factory=list)
+    #: one entry per producer of the run: id, topics, requested rate, sent / acked / failed,
+    #: produce seconds and achieved rate per topic (from the manifests' stats)
+    producers: list[dict[str, Any]] = field(default_factory=list)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------

@@ -1,0 +1,343 @@
+"""Figures of a verified run, regression checks, and the comparison of two sessions.
+
+A *figure* is one number of a verified run, named after the report:
+
+* the report totals (``lost``, ``unseen``, ``duplicated``, ``reordered``, ``phantom``, ...)
+  and ``missing`` = ``lost + unseen`` (acknowledged records that never arrived, whether or
+  not a later record of their lane did: gate on ``missing`` to catch tail loss too);
+* the latency figures ``latency_min``, ``latency_mean``, ``latency_p50``, ``latency_p90``,
+  ``latency_p99``, ``latency_p999``, ``latency_max`` (milliseconds);
+* ``rate``: the achieved messages/s per topic over the produce window.
+
+A regression check (``--kafka-mirror-compare-fail``) says how much worse a figure may get
+than in the compared run: ``FIGURE:N%`` relative to the baseline value, ``FIGURE:N`` in the
+figure's unit.  Worse means higher for counts and latencies, lower for the rate.  Checks
+are parsed while the command line is parsed, so a typo fails before any cluster starts:
+
+>>> check = parse_compare_fail("latency_p99:10%")
+>>> check.worsening(baseline=20.0, current=23.0)
+15.0
+>>> check.fails(baseline=20.0, current=23.0)
+True
+>>> parse_compare_fail("missing:0").fails(baseline=0, current=0)
+False
+
+This module is plain Python (no pytest, no Spark): the plugin and ``kafka-mirror compare``
+share it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .verify.report import TOTAL_FIELDS, format_table
+
+if TYPE_CHECKING:
+    from .verify.report import MirrorReport
+
+__all__ = [
+    "FIGURES",
+    "SUMMARY_COLUMNS",
+    "Comparison",
+    "Figure",
+    "RegressionCheck",
+    "achieved_rate",
+    "compare_runs",
+    "figures",
+    "format_figure",
+    "parse_compare_fail",
+    "summary_row",
+]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """What a figure measures, its unit, and which direction is a regression."""
+
+    name: str
+    unit: str  # "records" | "lanes" | "ms" | "msg/s"
+    higher_is_worse: bool
+    gateable: bool
+    help: str
+
+
+def _count(name: str, help: str, unit: str = "records") -> Figure:
+    return Figure(name, unit, higher_is_worse=True, gateable=True, help=help)
+
+
+def _size(name: str, help: str) -> Figure:
+    # How big the run was, not how well it went: shown and stored, never gated.
+    return Figure(name, "records", higher_is_worse=False, gateable=False, help=help)
+
+
+def _latency(name: str, help: str) -> Figure:
+    return Figure(f"latency_{name}", "ms", higher_is_worse=True, gateable=True, help=help)
+
+
+FIGURES: dict[str, Figure] = {
+    f.name: f
+    for f in (
+        _size("expected", "records the source acknowledged"),
+        _size("received", "identified records that arrived, copies included"),
+        _size("distinct", "distinct identified records that arrived"),
+        _count("missing", "lost + unseen: acknowledged records that never arrived"),
+        _count("lost", "never arrived although a later record of the lane did"),
+        _count("unseen", "never arrived and nothing later of the lane did (tail loss)"),
+        _count("duplicated", "extra copies"),
+        _count("reordered", "first copies that arrived behind a higher sequence of their lane"),
+        _count("phantom", "arrived but never acknowledged"),
+        _count("corrupted", "bad payload checksum"),
+        _count("headers_lost", "arrived without their metadata headers"),
+        _count("foreign", "records on the target topics that are not ours"),
+        _count("lane_split", "lanes that arrived in more than one target partition", unit="lanes"),
+        _latency("min", "smallest latency"),
+        _latency("mean", "mean latency"),
+        _latency("p50", "median latency (nearest rank)"),
+        _latency("p90", "90th percentile latency"),
+        _latency("p99", "99th percentile latency"),
+        _latency("p999", "99.9th percentile latency"),
+        _latency("max", "largest latency"),
+        Figure("rate", "msg/s", higher_is_worse=False, gateable=True,
+               help="achieved messages/s per topic over the produce window"),
+    )
+}
+GATEABLE = tuple(name for name, f in FIGURES.items() if f.gateable)
+#: Figures the comparison shows when no check names any.
+DEFAULT_SHOWN = ("missing", "duplicated", "reordered", "latency_p50", "latency_p99", "latency_p999", "rate")
+
+Value = int | float | None
+
+
+def achieved_rate(producers: Sequence[Mapping[str, Any]]) -> float | None:
+    """Messages/s per topic: records sent by every producer / topics / produce window.
+
+    The window runs from the first producer's start to the last one's end of producing
+    (flushing excluded), so producers that ran one after the other are not added up as
+    if they had run at once.
+    """
+    spans = [
+        (p["started_us"], p["started_us"] + p["produce_seconds"] * 1e6)
+        for p in producers
+        if p.get("started_us") is not None and p.get("produce_seconds") is not None
+    ]
+    topics = {t for p in producers for t in p.get("topics", [])}
+    if not spans or not topics:
+        return None
+    seconds = (max(b for _, b in spans) - min(a for a, _ in spans)) / 1e6
+    if seconds <= 0:
+        return None
+    return round(sum(int(p.get("sent", 0)) for p in producers) / len(topics) / seconds, 3)
+
+
+def figures(report: MirrorReport) -> dict[str, Value]:
+    """Every figure of ``report``, in :data:`FIGURES` order."""
+    values: dict[str, Value] = {name: getattr(report, name) for name in TOTAL_FIELDS}
+    values["missing"] = report.lost + report.unseen
+    for name in ("min", "mean", "p50", "p90", "p99", "p999", "max"):
+        values[f"latency_{name}"] = getattr(report.latency, f"{name}_ms")
+    values["rate"] = achieved_rate(report.producers)
+    return {name: values.get(name) for name in FIGURES}
+
+
+def format_figure(name: str, value: Value) -> str:
+    """``12.5 ms``, ``480.2 msg/s``, ``3``; ``n/a`` for no value."""
+    if value is None:
+        return "n/a"
+    unit = FIGURES[name].unit if name in FIGURES else ""
+    if unit == "ms":
+        return f"{value:.3f}".rstrip("0").rstrip(".") + " ms"
+    if unit == "msg/s":
+        return f"{value:.1f} msg/s"
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _change(name: str, baseline: Value, current: Value) -> list[str]:
+    """``["+3 ms", "+15.0%"]``: the difference, and relative to the baseline when it is not 0."""
+    if baseline is None or current is None:
+        return ["n/a"]
+    delta = current - baseline
+    parts = [("-" if delta < 0 else "+") + format_figure(name, abs(delta))]
+    if baseline:
+        parts.append(f"{delta / abs(baseline) * 100:+.1f}%")
+    return parts
+
+
+def _format_change(name: str, baseline: Value, current: Value) -> str:
+    first, *rest = _change(name, baseline, current)
+    return first + "".join(f" ({r})" for r in rest)
+
+
+@dataclass(frozen=True)
+class RegressionCheck:
+    """``FIGURE:N%`` (``relative``) or ``FIGURE:N``: how much worse FIGURE may get."""
+
+    figure: str
+    threshold: float
+    relative: bool
+
+    def __str__(self) -> str:
+        return f"{self.figure}:{self.threshold:g}{'%' if self.relative else ''}"
+
+    def worsening(self, baseline: float, current: float) -> float:
+        """How much worse ``current`` is than ``baseline``: percent of the baseline when
+        relative, else in the figure's unit.  Negative when it got better; infinite when a
+        baseline of 0 got worse by a relative measure."""
+        delta = current - baseline if FIGURES[self.figure].higher_is_worse else baseline - current
+        if not self.relative:
+            return float(delta)
+        if baseline == 0:
+            return 0.0 if delta <= 0 else math.inf
+        return float(delta) / abs(baseline) * 100.0
+
+    def fails(self, baseline: Value, current: Value) -> bool:
+        """True when ``current`` regressed beyond the threshold.
+
+        A run without the figure (no record arrived: no latency, no rate) fails against a
+        baseline that had it; without a baseline value there is nothing to regress from.
+        """
+        if baseline is None:
+            return False
+        if current is None:
+            return True
+        return self.worsening(baseline, current) > self.threshold
+
+
+_EXPR = re.compile(r"^(?P<figure>[a-z0-9_]+):(?P<n>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?P<pct>%)?$")
+
+
+def parse_compare_fail(text: str) -> RegressionCheck:
+    """Parse ``FIGURE:N%`` or ``FIGURE:N``; ValueError names the accepted forms and figures."""
+    m = _EXPR.match(text.strip())
+    if m is None:
+        raise ValueError(
+            f"{text!r} is not a regression check; accepted: FIGURE:N% (worse by more than N percent of the "
+            f"baseline) | FIGURE:N (worse by more than N), e.g. latency_p99:10% or missing:0"
+        )
+    name = m["figure"]
+    if name not in FIGURES or not FIGURES[name].gateable:
+        what = "is a size of the run, not a figure that can regress" if name in FIGURES else "is not a figure"
+        raise ValueError(f"{text!r}: {name!r} {what}; accepted figures: {', '.join(GATEABLE)}")
+    return RegressionCheck(name, float(m["n"]), relative=m["pct"] is not None)
+
+
+#: Columns of the session's summary table (terminal and HTML), and what they mean.
+SUMMARY_COLUMNS = ("test", "records", "missing", "dup", "reordered", "p50", "p99", "p99.9", "rate")
+SUMMARY_LEGEND = (
+    "records: acknowledged by the source; missing: lost + unseen (never arrived); dup: extra copies; "
+    "p50/p99/p99.9: latency; rate: achieved msg/s per topic"
+)
+
+
+def summary_row(key: str, values: Mapping[str, Value]) -> dict[str, str]:
+    """One row of the summary table from a result's figures."""
+    names = {"records": "expected", "missing": "missing", "dup": "duplicated", "reordered": "reordered",
+             "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate"}
+    return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
+
+
+# -- comparing two sessions ------------------------------------------------------------------
+
+
+@dataclass
+class Comparison:
+    """This session (or a stored run) against a baseline stored run."""
+
+    baseline_label: str
+    current_label: str
+    checks: tuple[RegressionCheck, ...]
+    #: table rows: test, figure, baseline, now, change, check
+    rows: list[dict[str, str]] = field(default_factory=list)
+    #: one message per regression: the test, the figure, both values and the check
+    regressions: list[str] = field(default_factory=list)
+    compared: list[str] = field(default_factory=list)  # result keys in both runs
+    only_baseline: list[str] = field(default_factory=list)
+    only_current: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions)
+
+    def render(self) -> str:
+        lines = [f"baseline: {self.baseline_label}", f"now:      {self.current_label}"]
+        if self.rows:
+            columns = ("test", "figure", "baseline", "now", "change", "check")
+            lines.append(format_table(self.rows, columns, limit=len(self.rows)))
+        if self.only_baseline:
+            lines.append(f"not in this run ({len(self.only_baseline)}): " + ", ".join(self.only_baseline))
+        if self.only_current:
+            lines.append(f"no baseline ({len(self.only_current)}): " + ", ".join(self.only_current))
+        if self.regressions:
+            n = len(self.regressions)
+            lines.append(f"{n} regression{'s' if n != 1 else ''}:")
+            lines += [f"  {message}" for message in self.regressions]
+        elif self.checks:
+            lines.append(
+                f"no regression: {', '.join(map(str, self.checks))} held for {len(self.compared)} "
+                f"verified run{'s' if len(self.compared) != 1 else ''}"
+            )
+        return "\n".join(lines)
+
+
+def compare_runs(
+    baseline: Mapping[str, Any],
+    current: Mapping[str, Any],
+    checks: Sequence[RegressionCheck] = (),
+    *,
+    baseline_label: str = "baseline",
+    current_label: str = "this session",
+) -> Comparison:
+    """Compare the ``results`` of two stored-run documents (see ``storage.py``)."""
+    base_results: Mapping[str, Any] = baseline.get("results", {})
+    cur_results: Mapping[str, Any] = current.get("results", {})
+    comparison = Comparison(baseline_label, current_label, tuple(checks))
+    comparison.compared = [key for key in cur_results if key in base_results]
+    comparison.only_baseline = [key for key in base_results if key not in cur_results]
+    comparison.only_current = [key for key in cur_results if key not in base_results]
+
+    shown = list(dict.fromkeys(c.figure for c in checks)) or list(DEFAULT_SHOWN)
+    for key in comparison.compared:
+        base_figures = base_results[key].get("figures", {})
+        cur_figures = cur_results[key].get("figures", {})
+        for i, name in enumerate(shown):
+            b, c = base_figures.get(name), cur_figures.get(name)
+            verdicts = []
+            for check in (ch for ch in checks if ch.figure == name):
+                failed = check.fails(b, c)
+                verdicts.append(f"{check} {'FAILED' if failed else 'ok'}")
+                if failed:
+                    comparison.regressions.append(_regression_message(key, check, b, c))
+            comparison.rows.append({
+                "test": key if i == 0 else "",
+                "figure": name,
+                "baseline": format_figure(name, b),
+                "now": format_figure(name, c),
+                "change": _format_change(name, b, c),
+                "check": ", ".join(verdicts),
+            })
+    if checks and cur_results and not comparison.compared:
+        # A gate that compared nothing must not pass silently (renamed tests, another machine's run).
+        comparison.regressions.append(
+            f"nothing compared: none of the {len(cur_results)} verified runs of {current_label} is in "
+            f"{baseline_label}, so {', '.join(map(str, checks))} gated nothing"
+        )
+    return comparison
+
+
+def _regression_message(key: str, check: RegressionCheck, baseline: Value, current: Value) -> str:
+    name = check.figure
+    if current is None:
+        return (
+            f"{key}: {name} has no value in this run (no record arrived) vs {format_figure(name, baseline)} "
+            f"in the baseline; {check} allows no such regression"
+        )
+    assert baseline is not None  # fails() is False without a baseline value
+    sign = "+" if FIGURES[name].higher_is_worse else "-"
+    allowed = f"{sign}{check.threshold:g}%" if check.relative else sign + format_figure(name, check.threshold)
+    return (
+        f"{key}: {name} {format_figure(name, current)} vs {format_figure(name, baseline)} in the baseline "
+        f"({', '.join(_change(name, baseline, current))}), more than {check} allows (at most {allowed})"
+    )

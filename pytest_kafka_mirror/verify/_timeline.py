@@ -1,0 +1,141 @@
+"""Per-second figures of a run (the report's ``timeline``) and its producers' figures.
+
+For each UTC second the timeline holds:
+
+``sent``
+    records the producers handed to the client in that second (the manifests'
+    ``sent_per_second``, counted per batch by the producer);
+``received``
+    acknowledged records *produced* in that second that arrived (first copies);
+``arrived``
+    acknowledged records whose first copy *arrived* in that second;
+``p50_ms`` / ``p99_ms``
+    latency of the records produced in that second (None when none of them arrived).
+
+``sent`` against ``arrived`` shows a replicator falling behind and catching up; the
+latency per produce second shows when a fault began to hurt and when it stopped.
+
+Percentiles per second come from one small aggregate, not from sorting the records: the
+records' latencies are counted per (second, logarithmic bucket of ratio 1.01), a window
+over that table (a few hundred rows per second) finds the bucket holding the nearest rank
+``ceil(q * n)`` of each second, and the figure is that bucket's smallest latency when the
+rank is the bucket's first, else its largest.  So it is always a latency that occurred,
+never below the exact nearest-rank value and at most 1% above it (exact when the bucket
+holds a single value, which is usual below ~100 ms with millisecond clocks).  The
+overall percentiles of the report stay exact (``_latency.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_kafka_mirror.rundir import Manifest, load_manifests
+from pytest_kafka_mirror.verify._latency import _fine_bucket
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from pytest_kafka_mirror.verify.report import MirrorReport
+
+__all__ = ["TIMELINE_RATIO", "add_timeline", "producer_figures"]
+
+#: Bucket ratio of the per-second percentiles: their figures are at most this much above exact.
+TIMELINE_RATIO = 1.01
+#: Percent ranks of the per-second percentiles, and their timeline keys.
+_QUANTILES = (("p50_ms", 50), ("p99_ms", 99))
+#: Seconds without records are filled with zeros (plots show outages as gaps to zero)
+#: unless the timeline would span more than this (clock trouble: keep it sparse).
+MAX_FILLED_SECONDS = 86_400
+
+
+def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None:
+    """Set ``report.timeline`` and ``report.producers``.
+
+    ``firsts`` is the verification job's cached frame of distinct received records
+    (``range_id`` null for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
+    """
+    manifests = load_manifests(run_dir)
+    report.producers = producer_figures(manifests)
+    report.timeline = _timeline(firsts, manifests)
+
+
+def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
+    out = []
+    for m in manifests:
+        st = m.stats
+        out.append({
+            "producer_id": m.producer_id,
+            "topics": sorted(m.topics),
+            "format": m.format,
+            "message_size": m.message_size,
+            "rate": m.rate,
+            "started_us": m.started_us,
+            "produce_seconds": st.get("produce_seconds"),
+            "sent": st.get("sent", sum(lane.sent for lane in m.lanes)),
+            "acked": st.get("acked", sum(lane.acked_count for lane in m.lanes)),
+            "failed": st.get("failed"),
+            "achieved_rate_per_topic": st.get("achieved_rate_per_topic"),
+            "max_behind_schedule": st.get("max_behind_schedule"),
+        })
+    return out
+
+
+def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    acked = firsts.filter(
+        F.col("range_id").isNotNull() & F.col("arrival_ts_us").isNotNull() & F.col("produce_ts_us").isNotNull()
+    )
+    lat = F.col("arrival_ts_us") - F.col("produce_ts_us")
+    per_bucket = (
+        acked.select(F.expr("produce_ts_us div 1000000").alias("t"), lat.alias("lat"))
+        .withColumn("b", _fine_bucket(F.col("lat"), TIMELINE_RATIO))
+        .groupBy("t", "b")
+        .agg(F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"))
+    )
+    upto = Window.partitionBy("t").orderBy("b").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    ranked = per_bucket.withColumn("cum", F.sum("n").over(upto)).withColumn(
+        "total", F.sum("n").over(Window.partitionBy("t"))
+    )
+    for name, pct in _QUANTILES:
+        # ceil(total * pct / 100) in integers: floating point would misplace exact ranks.
+        ranked = ranked.withColumn(name, F.expr(f"(total * {pct} + 99) div 100"))
+    holds = [(F.col("cum") - F.col("n") < F.col(name)) & (F.col("cum") >= F.col(name)) for name, _ in _QUANTILES]
+    picked = ranked.filter(reduce(lambda a, b: a | b, holds)).withColumn("kind", F.lit("produced"))
+    arrivals = (
+        acked.groupBy(F.expr("arrival_ts_us div 1000000").alias("t"))
+        .agg(F.count(F.lit(1)).alias("total"))
+        .withColumn("kind", F.lit("arrived"))
+    )
+    rows = picked.unionByName(arrivals, allowMissingColumns=True).collect()
+
+    seconds: dict[int, dict[str, Any]] = {}
+
+    def second(t: int) -> dict[str, Any]:
+        entry = seconds.get(t)
+        if entry is None:
+            entry = seconds[t] = {"t": t, "sent": 0, "received": 0, "arrived": 0, "p50_ms": None, "p99_ms": None}
+        return entry
+
+    for row in rows:
+        entry = second(int(row["t"]))
+        if row["kind"] == "arrived":
+            entry["arrived"] = int(row["total"])
+            continue
+        entry["received"] = int(row["total"])
+        first = row["cum"] - row["n"] + 1
+        for name, _ in _QUANTILES:
+            rank = row[name]
+            if first <= rank <= row["cum"]:
+                entry[name] = (row["lo"] if rank == first else row["hi"]) / 1000.0
+    for m in manifests:
+        for t, n in m.stats.get("sent_per_second", []):
+            second(int(t))["sent"] += int(n)
+    if seconds and max(seconds) - min(seconds) <= MAX_FILLED_SECONDS:
+        for t in range(min(seconds), max(seconds) + 1):
+            second(t)
+    return [seconds[t] for t in sorted(seconds)]

@@ -1,0 +1,67 @@
+"""Reports and stored runs built directly (no Kafka, no Spark) for storage and comparison tests.
+
+Figures are stated, not measured, so the expected output of a comparison is exact.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_kafka_mirror.compare import figures
+from pytest_kafka_mirror.config import resolve_settings
+from pytest_kafka_mirror.storage import TestResult, build_run
+from pytest_kafka_mirror.verify import LatencyStats, MirrorReport
+
+__all__ = ["FIXED", "sample_report", "sample_result", "sample_run"]
+
+#: Everything about where and when a run happened, fixed so documents are reproducible.
+FIXED: dict[str, Any] = {
+    "now": datetime(2025, 3, 14, 9, 26, 53, tzinfo=timezone.utc),
+    "machine_info": {"machine_id": "Linux-CPython-3.11-64bit", "node": "ci-7", "system": "Linux", "release": "6.1.0",
+                     "machine": "x86_64", "python_implementation": "CPython", "python_version": "3.11.7",
+                     "cpu_count": 2},
+    "commit_info": {"id": "0123456789abcdef0123456789abcdef01234567", "dirty": False, "branch": "main",
+                    "time": "2025-03-14T09:00:00+00:00", "project": "mirrors"},
+    "plugin": {"pytest-kafka-mirror": "0.1.0", "pytest": "8.3.0", "pytest-xdist": "3.6.0", "pyspark": "3.5.1",
+               "confluent-kafka": "2.5.0", "pyarrow": "16.0.0"},
+}
+
+
+def sample_report(*, expected: int = 1000, lost: int = 0, unseen: int = 0, duplicated: int = 0, foreign: int = 0,
+                  p50: float | None = 10.0, p99: float | None = 20.0, rate: float | None = 500.0) -> MirrorReport:
+    """A report with the given figures; the rate comes from one producer of one topic."""
+    arrived = expected - lost - unseen
+    latency = LatencyStats() if p50 is None else LatencyStats(
+        count=arrived, min_ms=1.0, mean_ms=p50 + 1, p50_ms=p50, p90_ms=(p50 + (p99 or p50)) / 2, p99_ms=p99,
+        p999_ms=(p99 or p50) * 1.5, max_ms=(p99 or p50) * 2, histogram=[0, arrived, 0],
+    )
+    producers = [] if rate is None else [{
+        "producer_id": "p1", "topics": ["orders"], "format": "headers", "message_size": 200, "rate": rate,
+        "started_us": 1_741_944_000_000_000, "produce_seconds": expected / rate, "sent": expected, "acked": expected,
+        "failed": 0, "achieved_rate_per_topic": rate, "max_behind_schedule": 1,
+    }]
+    return MirrorReport(
+        run_dir="/runs/1", expected=expected, received=arrived + duplicated, distinct=arrived, lost=lost,
+        unseen=unseen, duplicated=duplicated, foreign=foreign, latency=latency, histogram_bounds_ms=[5.0, 50.0],
+        timeline=[{"t": 1_741_944_000, "sent": expected, "received": arrived, "arrived": arrived,
+                   "p50_ms": p50, "p99_ms": p99}],
+        producers=producers,
+    )
+
+
+def sample_result(nodeid: str, report: MirrorReport, index: int = 0, **params: Any) -> TestResult:
+    return TestResult(
+        key=TestResult.key_of(nodeid, index), nodeid=nodeid, index=index, params=params, outcome="passed",
+        figures=figures(report), report=report.to_dict(),
+        report_path=f"/reports/{nodeid.replace('/', '.')}.json",
+        plots={k: f"/reports/{nodeid.replace('/', '.')}.{k}.svg" for k in ("latency", "histogram", "rate")},
+    )
+
+
+def sample_run(*results: TestResult, commit: str | None = None, dirty: bool = False) -> dict[str, Any]:
+    commit_info = dict(FIXED["commit_info"], dirty=dirty, **({"id": commit} if commit else {}))
+    settings = resolve_settings({}, lambda key: None, {}, rootdir=Path("/r"))
+    return build_run(results, settings=settings, metadata={"replicator_version": "mm2 3.7.0"}, now=FIXED["now"],
+                     machine_info=FIXED["machine_info"], commit_info=commit_info, plugin=FIXED["plugin"])

@@ -1,0 +1,165 @@
+"""Regression checks and the comparison of two sessions: exact semantics and a golden rendering."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_kafka_mirror.compare import (
+    FIGURES,
+    RegressionCheck,
+    achieved_rate,
+    compare_runs,
+    figures,
+    format_figure,
+    parse_compare_fail,
+)
+from tests.golden import assert_golden
+from tests.stored import sample_report, sample_result, sample_run
+
+A = "tests/test_mirror.py::test_steady[headers]"
+B = "tests/test_mirror.py::test_steady[body]"
+
+
+@pytest.mark.parametrize(
+    "text,figure,threshold,relative",
+    [
+        ("latency_p99:10%", "latency_p99", 10.0, True),
+        ("missing:0", "missing", 0.0, False),
+        ("rate:2.5%", "rate", 2.5, True),
+        ("latency_max:1e3", "latency_max", 1000.0, False),
+        (" duplicated:5 ", "duplicated", 5.0, False),
+    ],
+)
+def test_parse_compare_fail(text: str, figure: str, threshold: float, relative: bool) -> None:
+    check = parse_compare_fail(text)
+    assert (check.figure, check.threshold, check.relative) == (figure, threshold, relative)
+    assert str(check) == text.strip().replace("1e3", "1000")
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("latency_p99", r"'latency_p99' is not a regression check; accepted: FIGURE:N% .* \| FIGURE:N"),
+        ("latency_p99:ten%", r"is not a regression check"),
+        ("latency_p99:-5", r"is not a regression check"),
+        ("p99:10%", r"'p99' is not a figure; accepted figures: missing, lost, unseen, duplicated"),
+        ("expected:0", r"'expected' is a size of the run, not a figure that can regress"),
+    ],
+)
+def test_parse_compare_fail_rejects_with_the_accepted_forms(text: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_compare_fail(text)
+
+
+def test_relative_and_absolute_checks() -> None:
+    rel = RegressionCheck("latency_p99", 10.0, relative=True)
+    assert rel.worsening(20.0, 22.0) == pytest.approx(10.0)
+    assert not rel.fails(20.0, 22.0)  # exactly the threshold is allowed
+    assert rel.fails(20.0, 22.1)
+    assert not rel.fails(20.0, 5.0)  # better is never a regression
+    absolute = RegressionCheck("missing", 0.0, relative=False)
+    assert not absolute.fails(3, 3)
+    assert absolute.fails(3, 4)
+    assert absolute.worsening(3, 4) == 1.0
+
+
+def test_a_relative_check_on_a_zero_baseline_fails_on_any_increase() -> None:
+    check = RegressionCheck("duplicated", 50.0, relative=True)
+    assert check.worsening(0, 1) == math.inf and check.fails(0, 1)
+    assert not check.fails(0, 0)
+
+
+def test_rate_regresses_downwards() -> None:
+    check = RegressionCheck("rate", 10.0, relative=True)
+    assert check.fails(500.0, 440.0)  # 12% slower
+    assert not check.fails(500.0, 460.0)
+    assert not check.fails(500.0, 900.0)
+
+
+def test_missing_values() -> None:
+    check = RegressionCheck("latency_p99", 10.0, relative=True)
+    assert check.fails(20.0, None)  # nothing arrived now, something did before: never a pass
+    assert not check.fails(None, 20.0)  # nothing to regress from
+    assert not check.fails(None, None)
+
+
+def test_figures_of_a_report() -> None:
+    f = figures(sample_report(lost=3, unseen=4, duplicated=2, p50=10.0, p99=20.0, rate=400.0))
+    assert list(f) == list(FIGURES)
+    assert (f["missing"], f["lost"], f["unseen"], f["duplicated"]) == (7, 3, 4, 2)
+    assert (f["latency_p50"], f["latency_p99"], f["rate"]) == (10.0, 20.0, 400.0)
+    assert figures(sample_report(p50=None, rate=None))["latency_p99"] is None
+
+
+def test_achieved_rate_of_producers_one_after_the_other() -> None:
+    first = {"topics": ["a", "b"], "started_us": 0, "produce_seconds": 2.0, "sent": 2000}
+    second = {"topics": ["a", "b"], "started_us": 3_000_000, "produce_seconds": 1.0, "sent": 1000}
+    # 3000 records on 2 topics over the 4 s from the first start to the last end
+    assert achieved_rate([first, second]) == 375.0
+    assert achieved_rate([]) is None
+
+
+def test_format_figure() -> None:
+    assert format_figure("latency_p99", 12.5) == "12.5 ms"
+    assert format_figure("rate", 480.25) == "480.2 msg/s"
+    assert format_figure("missing", 3) == "3"
+    assert format_figure("missing", None) == "n/a"
+
+
+def _runs() -> tuple[dict, dict]:
+    baseline = sample_run(
+        sample_result(A, sample_report(p50=10.0, p99=20.0, rate=500.0), fmt="headers"),
+        sample_result(B, sample_report(p50=11.0, p99=21.0, rate=500.0), fmt="body"),
+        sample_result("tests/test_mirror.py::test_gone", sample_report()),
+    )
+    current = sample_run(
+        sample_result(A, sample_report(p50=10.5, p99=23.0, rate=480.0, lost=2), fmt="headers"),
+        sample_result(B, sample_report(p50=11.0, p99=21.5, rate=500.0), fmt="body"),
+        sample_result("tests/test_mirror.py::test_new", sample_report()),
+        commit="fedcba9876543210fedcba9876543210fedcba98", dirty=True,
+    )
+    return baseline, current
+
+
+def test_comparison_names_the_test_the_figure_both_values_and_the_check() -> None:
+    baseline, current = _runs()
+    checks = [parse_compare_fail("latency_p99:10%"), parse_compare_fail("missing:0"), parse_compare_fail("rate:5%")]
+    comparison = compare_runs(baseline, current, checks, baseline_label="0001_base")
+    assert comparison.failed
+    assert comparison.regressions == [
+        f"{A}: latency_p99 23 ms vs 20 ms in the baseline (+3 ms, +15.0%), more than latency_p99:10% allows (at most +10%)",
+        f"{A}: missing 2 vs 0 in the baseline (+2), more than missing:0 allows (at most +0)",
+    ]
+    assert comparison.only_baseline == ["tests/test_mirror.py::test_gone"]
+    assert comparison.only_current == ["tests/test_mirror.py::test_new"]
+
+
+def test_golden_comparison_rendering() -> None:
+    baseline, current = _runs()
+    checks = [parse_compare_fail("latency_p99:10%"), parse_compare_fail("missing:0"), parse_compare_fail("rate:5%")]
+    comparison = compare_runs(baseline, current, checks,
+                              baseline_label="0001_base (2025-03-14 09:26:53 UTC, commit 0123456789ab)",
+                              current_label="this session (2025-03-14 09:26:53 UTC, commit fedcba987654, uncommitted changes)")
+    shown = compare_runs(baseline, current, baseline_label="0001_base")
+    assert_golden("comparison.txt", comparison.render() + "\n\n" + shown.render() + "\n")
+
+
+def test_no_regression_says_what_held() -> None:
+    baseline, current = _runs()
+    comparison = compare_runs(baseline, current, [parse_compare_fail("latency_p50:10%")])
+    assert not comparison.failed
+    assert comparison.render().endswith("no regression: latency_p50:10% held for 2 verified runs")
+
+
+def test_a_gate_that_compared_nothing_fails() -> None:
+    baseline = sample_run(sample_result("tests/old.py::test_a", sample_report()))
+    current = sample_run(sample_result("tests/new.py::test_a", sample_report()))
+    comparison = compare_runs(baseline, current, [parse_compare_fail("missing:0")], baseline_label="0001_base")
+    assert comparison.failed
+    assert comparison.regressions == [
+        "nothing compared: none of the 1 verified runs of this session is in 0001_base, so missing:0 gated nothing"
+    ]
+    # Without checks a comparison is informational only.
+    assert not compare_runs(baseline, current).failed
