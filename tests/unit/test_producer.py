@@ -182,3 +182,16 @@ def test_rate_profile_arithmetic() -> None:
 def test_bad_rate_profiles(steps: list[tuple[float, float]], message: str) -> None:
     with pytest.raises(ProducerError, match=message):
         _producer(FakeClient({})).run([TopicLanes("a", 1)], rate=steps, duration=1)
+
+
+def test_sent_per_second_counts_each_record_in_the_second_of_its_own_timestamp() -> None:
+    from collections import Counter
+
+    client = FakeClient({})
+    m = _producer(client).run([TopicLanes("a", 2)], rate=400, duration=2.5)
+    seconds: Counter[int] = Counter()
+    for _t, _topic, _part, key, value, headers in client.calls:
+        d = decode(key, value, headers)
+        assert d.ts_us is not None
+        seconds[d.ts_us // 1_000_000] += 1
+    assert sorted([s, n] for s, n in seconds.items()) == m.stats["sent_per_second"]
