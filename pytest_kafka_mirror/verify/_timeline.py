@@ -52,7 +52,7 @@ MAX_FILLED_SECONDS = 86_400
 
 
 def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None:
-    """Set ``report.timeline`` and ``report.producers``.
+    """Set ``report.timeline``, ``report.producers`` and ``report.topic_firsts``.
 
     ``firsts`` is the verification job's cached frame of distinct received records
     (``range_id`` null for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
@@ -60,6 +60,22 @@ def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None
     manifests = load_manifests(run_dir)
     report.producers = producer_figures(manifests)
     report.timeline = _timeline(firsts, manifests)
+    report.topic_firsts = _topic_firsts(firsts)
+
+
+def _topic_firsts(firsts: DataFrame) -> dict[str, dict[str, int]]:
+    """Per source topic: when its first acknowledged record was produced and when the first
+    one arrived (UTC epoch microseconds) — the new-topic discovery time is their gap."""
+    from pyspark.sql import functions as F
+
+    rows = (
+        firsts.filter(F.col("range_id").isNotNull())
+        .groupBy("topic")
+        .agg(F.min("produce_ts_us").alias("first_produce_us"), F.min("arrival_ts_us").alias("first_arrival_us"))
+        .collect()
+    )
+    return {r["topic"]: {"first_produce_us": r["first_produce_us"], "first_arrival_us": r["first_arrival_us"]}
+            for r in rows}
 
 
 def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:

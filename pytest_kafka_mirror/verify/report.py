@@ -38,7 +38,10 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_kafka_mirror.verify._recovery import Recovery
 
 __all__ = [
     "REPORT_VERSION",
@@ -268,6 +271,9 @@ class MirrorReport:
     #: one entry per producer of the run: id, topics, requested rate, sent / acked / failed,
     #: produce seconds and achieved rate per topic (from the manifests' stats)
     producers: list[dict[str, Any]] = field(default_factory=list)
+    #: per source topic: ``first_produce_us`` / ``first_arrival_us`` of its acknowledged
+    #: records (UTC epoch microseconds), for the new-topic discovery time
+    topic_firsts: dict[str, dict[str, int]] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
@@ -325,6 +331,87 @@ class MirrorReport:
         if p.is_dir():
             p = p / REPORT_FILE
         return cls.from_dict(json.loads(p.read_text()))
+
+    # -- figures over time (verify/_recovery.py) -------------------------------------------
+
+    @property
+    def production_start(self) -> float | None:
+        """When the first producer of the run started its schedule (UTC epoch seconds)."""
+        starts = [p["started_us"] for p in self.producers if p.get("started_us")]
+        return min(starts) / 1e6 if starts else None
+
+    def timeline_with_missing(self) -> list[dict[str, Any]]:
+        """The timeline with ``missing_so_far`` per second: records produced up to then that
+        never arrived."""
+        from pytest_kafka_mirror.verify._recovery import with_missing_so_far
+
+        return with_missing_so_far(self.timeline)
+
+    def recovery(self, p99_ms: float, *, after: float | None = None) -> list[Recovery]:
+        """How the mirror came back from each fault (markers of kind ``outage``), or from
+        ``after`` seconds past the production start (e.g. the end of a burst).
+
+        Recovered = from that second on, p99 latency within ``p99_ms`` and every record
+        produced arrived, through the end of production (see ``verify/_recovery.py``).
+        """
+        from pytest_kafka_mirror.verify._recovery import recoveries
+
+        since = None
+        if after is not None:
+            start = self.production_start
+            if start is None:
+                raise ValueError("recovery(after=...) needs the producers' start time, and the report has none")
+            since = start + after
+        return recoveries(self.timeline, self.markers, p99_ms, since=since,
+                          label=None if after is None else f"{after:g} s after the start")
+
+    def assert_recovers_within(self, seconds: float, *, p99_ms: float, after: float | None = None) -> None:
+        """Every fault episode recovered (see :meth:`recovery`) within ``seconds``."""
+        __tracebackhide__ = True
+        episodes = self.recovery(p99_ms, after=after)
+        if not episodes:
+            raise MirrorMismatchError(
+                "assert_recovers_within: nothing to recover from: no fault marker of kind 'outage' in the report "
+                "(schedule faults with mirror_producer(..., faults=[at(...)]) or give after=SECONDS)"
+            )
+        bad = [r for r in episodes if r.seconds is None or r.seconds > seconds]
+        if not bad:
+            return
+        start = self.production_start or 0.0
+        lines = [f"no recovery within {seconds:g} s (p99 <= {_ms(p99_ms)} and every record produced arrived):"]
+        for r in bad:
+            when = f"{r.fault_time - start:.2f} s" if start else f"{r.fault_time:.3f}"
+            took = "never recovered before production ended" if r.seconds is None else f"recovered after {r.seconds:g} s"
+            lines.append(f"  {r.label} at {when}: {took}; peak p99 {_ms(r.peak_p99_ms)}, backlog {r.backlog} records")
+        lines.append("  per second (t from production start: sent, received, arrived, p99):")
+        shown = [e for e in self.timeline if any(e["t"] + 1 > r.fault_time for r in bad)]
+        for e in shown[:MAX_EXAMPLES_SHOWN * 3]:
+            t = e["t"] - start if start else e["t"]
+            lines.append(f"    {t:6.0f} s: {e.get('sent', 0)}, {e.get('received', 0)}, {e.get('arrived', 0)}, "
+                         f"{_ms(e.get('p99_ms'))}")
+        if len(shown) > MAX_EXAMPLES_SHOWN * 3:
+            lines.append(f"    ... and {len(shown) - MAX_EXAMPLES_SHOWN * 3} more seconds")
+        raise MirrorMismatchError("\n".join(lines))
+
+    def catch_up_rate(self) -> float | None:
+        """Peak arrivals per second after the first fault was healed (after the first fault,
+        when nothing healed it): how fast the replicator drains a backlog.  None without
+        faults."""
+        episodes = self.recovery(float("inf"))
+        return episodes[0].catch_up_rate if episodes else None
+
+    def discovery_seconds(self, topic: str) -> float | None:
+        """Seconds from the first record produced to ``topic`` until the first one arrived
+        on the target: the replicator's discovery time for a topic created mid-run (when
+        its producer starts right after creating it).  None when nothing arrived."""
+        from pytest_kafka_mirror.verify._recovery import discovery_seconds
+
+        firsts = self.topic_firsts.get(topic)
+        if firsts is None:
+            if topic not in {lane.topic for lane in self.lanes}:
+                raise KeyError(f"no topic {topic!r} in the report; topics: {sorted({lane.topic for lane in self.lanes})}")
+            return None
+        return discovery_seconds(firsts.get("first_arrival_us"), firsts.get("first_produce_us"))
 
     def summary(self) -> str:
         """One line: every total, then p50 / p99 latency."""

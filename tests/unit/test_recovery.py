@@ -52,3 +52,30 @@ def test_missing_so_far_is_cumulative() -> None:
 def test_discovery() -> None:
     assert discovery_seconds(3_500_000, 1_000_000) == 2.5
     assert discovery_seconds(None, 1) is None
+
+
+def test_report_assertion_names_the_fault_and_shows_the_seconds() -> None:
+    import pytest
+
+    from pytest_kafka_mirror.verify import MirrorMismatchError, MirrorReport
+
+    report = MirrorReport("run", timeline=[sec(0), sec(1, p99=4000), sec(2, p99=3000), sec(3)],
+                          markers=[{"time": T0 + 1, "label": "kill replicator", "kind": "outage", "t": 1.0}],
+                          producers=[{"started_us": T0 * 1_000_000}])
+    report.assert_recovers_within(2, p99_ms=1000)  # recovered at T0+3: 2 s
+    with pytest.raises(MirrorMismatchError) as err:
+        report.assert_recovers_within(1, p99_ms=1000)
+    text = str(err.value)
+    assert "kill replicator at 1.00 s: recovered after 2 s; peak p99 4000 ms, backlog 0 records" in text
+    assert "     2 s: 100, 100, 100, 3000 ms" in text
+    [r] = report.recovery(1000, after=0.5)
+    assert r.label == "0.5 s after the start" and r.seconds == 2.5
+    with pytest.raises(MirrorMismatchError, match="nothing to recover from"):
+        MirrorReport("run", timeline=[sec(0)]).assert_recovers_within(1, p99_ms=1)
+
+
+def test_discovery_from_the_report() -> None:
+    from pytest_kafka_mirror.verify import MirrorReport
+
+    report = MirrorReport("run", topic_firsts={"new": {"first_produce_us": 1_000_000, "first_arrival_us": 2_250_000}})
+    assert report.discovery_seconds("new") == 1.25
