@@ -207,6 +207,9 @@ class MirrorProducer:
             "queue.buffering.max.kbytes": 1_048_576,
             "message.timeout.ms": 60_000,
             "socket.connection.setup.timeout.ms": 5000,
+            # librdkafka refuses records above message.max.bytes before sending them
+            # (1 MB by default): room for the largest record of this producer.
+            "message.max.bytes": max(1_000_000, message_size + 65_536),
             **(config or {}),
         }
 

@@ -9,8 +9,8 @@ arrived (``received == sent``; the producer counts ``sent`` per second of the re
 own timestamps, so the two are exactly comparable).  ``seconds`` is ``s - F``, measured
 in whole seconds of produce time; ``None`` when the run never recovered.
 
-*Catch-up rate*: the peak arrival rate (records/s) in the seconds after the fault was
-healed (or after F when nothing healed it): how fast the replicator drains a backlog.
+*Catch-up rate*: the peak arrival rate (records/s) in the seconds from the heal of the
+fault (from F when nothing healed it) to the end: how fast the replicator drains a backlog.
 *Backlog*: the largest number of records produced but not yet arrived
 (cumulative sent - cumulative arrived) at any second boundary during the episode.
 """
@@ -99,9 +99,10 @@ def recoveries(
             cum_arrived += int(e.get("arrived", 0))
             if e["t"] + 1 > fault and (recovered is None or e["t"] <= recovered):
                 backlog = max(backlog, cum_sent - cum_arrived)
+        # The backlog drains from the heal on, whatever the SLO: the catch-up rate is the
+        # peak arrival rate from then to the end.
         after = healed if healed is not None else fault
-        rates = [int(e.get("arrived", 0)) for e in entries if e["t"] >= math.floor(after)
-                 and (recovered is None or e["t"] <= recovered + 1)]
+        rates = [int(e.get("arrived", 0)) for e in entries if e["t"] >= math.floor(after)]
         out.append(Recovery(
             label=name,
             fault_time=fault,
