@@ -10,7 +10,10 @@ For each UTC second the timeline holds:
 ``arrived``
     acknowledged records whose first copy *arrived* in that second;
 ``p50_ms`` / ``p99_ms``
-    latency of the records produced in that second (None when none of them arrived).
+    latency of the records produced in that second (None when none of them arrived);
+``missing_so_far``
+    records produced up to the end of that second that never arrived (cumulative
+    ``sent - received``: loss shows as a step, an unseen tail as a rise at the end).
 
 ``sent`` against ``arrived`` shows a replicator falling behind and catching up; the
 latency per produce second shows when a fault began to hurt and when it stopped.
@@ -154,4 +157,6 @@ def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str
     if seconds and max(seconds) - min(seconds) <= MAX_FILLED_SECONDS:
         for t in range(min(seconds), max(seconds) + 1):
             second(t)
-    return [seconds[t] for t in sorted(seconds)]
+    from pytest_kafka_mirror.verify._recovery import with_missing_so_far
+
+    return with_missing_so_far([seconds[t] for t in sorted(seconds)])

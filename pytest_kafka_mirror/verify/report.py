@@ -340,13 +340,6 @@ class MirrorReport:
         starts = [p["started_us"] for p in self.producers if p.get("started_us")]
         return min(starts) / 1e6 if starts else None
 
-    def timeline_with_missing(self) -> list[dict[str, Any]]:
-        """The timeline with ``missing_so_far`` per second: records produced up to then that
-        never arrived."""
-        from pytest_kafka_mirror.verify._recovery import with_missing_so_far
-
-        return with_missing_so_far(self.timeline)
-
     def recovery(self, p99_ms: float, *, after: float | None = None) -> list[Recovery]:
         """How the mirror came back from each fault (markers of kind ``outage``), or from
         ``after`` seconds past the production start (e.g. the end of a burst).

@@ -65,13 +65,17 @@ def test_timeline_per_second_against_the_oracle(spark: SparkSession, tmp_path: P
     seconds = {e["t"]: e for e in report.timeline}
     assert [seconds[T0 + i] for i in range(3)] == [
         # seqs 995-999 arrive (5 ms) in the next second; 505 of second 1 arrive in second 2
-        {"t": T0, "sent": 1000, "received": 1000, "arrived": 995, "p50_ms": 5.0, "p99_ms": 5.0},
-        {"t": T0 + 1, "sent": 1000, "received": 1000, "arrived": 500, "p50_ms": 500.0, "p99_ms": 990.0},
-        {"t": T0 + 2, "sent": 1000, "received": 500, "arrived": 1005, "p50_ms": 3.0, "p99_ms": 3.0},
+        {"t": T0, "sent": 1000, "received": 1000, "arrived": 995, "p50_ms": 5.0, "p99_ms": 5.0, "missing_so_far": 0},
+        {"t": T0 + 1, "sent": 1000, "received": 1000, "arrived": 500, "p50_ms": 500.0, "p99_ms": 990.0,
+         "missing_so_far": 0},
+        # half of second 2 never arrives: missing_so_far steps up by 500
+        {"t": T0 + 2, "sent": 1000, "received": 500, "arrived": 1005, "p50_ms": 3.0, "p99_ms": 3.0,
+         "missing_so_far": 500},
     ]
     # Seconds without records are filled in: the timeline is contiguous (plots show gaps as zeros).
     assert sorted(seconds) == list(range(T0, max(seconds) + 1))
-    assert seconds[T0 + 5] == {"t": T0 + 5, "sent": 0, "received": 0, "arrived": 0, "p50_ms": None, "p99_ms": None}
+    assert seconds[T0 + 5] == {"t": T0 + 5, "sent": 0, "received": 0, "arrived": 0, "p50_ms": None, "p99_ms": None,
+                               "missing_so_far": 500}
 
     oracle = _oracle(run)
     assert {t for t, e in seconds.items() if e["received"] or e["arrived"]} == set(oracle)
