@@ -3,7 +3,7 @@
 Spark is slow to start and each verification costs about a second even on tiny data, so
 most checks share a few run directories verified once per module: the "zoo" holds one
 lane per anomaly, the "clean" run has known latencies, and a seeded random run is checked
-lane by lane against a brute-force oracle (tests/synthetic.py).
+lane by lane against the brute-force oracle (``pytest_kafka_mirror.verify.oracle``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ from pytest_kafka_mirror.verify import (
 )
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
 from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
-from tests.synthetic import SyntheticRun, oracle
+from pytest_kafka_mirror.verify.oracle import oracle_report
+from tests.synthetic import SyntheticRun, assert_same_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,20 +39,8 @@ if TYPE_CHECKING:
 LaneKey = tuple[str, str, int]
 
 
-def _figures(stats: LaneStats) -> dict[str, Any]:
-    """A lane's figures in the shape of tests.synthetic.ExpectedLane."""
-    return {
-        "expected": stats.expected, "received": stats.received, "distinct": stats.distinct, "lost": stats.lost,
-        "unseen": stats.unseen, "duplicated": stats.duplicated, "reordered": stats.reordered,
-        "phantom": stats.phantom, "corrupted": stats.corrupted, "partitions": stats.partitions,
-        "missing": [(r.first, r.last, r.kind) for r in stats.missing_ranges],
-    }
-
-
-def _check_against_oracle(run: SyntheticRun, report: MirrorReport) -> None:
-    want = {key: vars(e) for key, e in oracle(run).items()}
-    got = {(s.topic, s.producer_id, s.lane): _figures(s) for s in report.lanes}
-    assert got == want
+def _check_against_oracle(run: SyntheticRun, report: MirrorReport, **kw: Any) -> None:
+    assert_same_report(report, oracle_report(run.run_dir, **kw))
 
 
 # -- the zoo: one lane per anomaly ---------------------------------------------------------
@@ -114,6 +103,11 @@ def test_zoo_totals_are_exact(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         "headers_lost": 3,
         "foreign": 2,
         "lane_split": 1,
+        # lane 12 was sent from 0 but acked from 65530; lanes 7 and 10 have unacked 10-14 and
+        # 10-11, of which 10 and 13 of lane 7 arrived (as phantoms).
+        "never_acked": 65530 + 3 + 2,
+        "lost_by_replicator": 0,
+        "missing_in_source": 0,
     }
 
 
@@ -178,7 +172,7 @@ def test_assert_no_loss_message(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
     msg = str(excinfo.value)
     assert msg.splitlines()[0].endswith(
         "expected 481, received 340 (335 distinct): lost 20, unseen 133, duplicated 5, reordered 6, phantom 7, "
-        "corrupted 2, headers lost 3, foreign 2, lane split 1")
+        "corrupted 2, headers lost 3, foreign 2, lane split 1, never acked 65535")
     for line in [
         "  orders/p1/lane 1 (target partition 1): lost 10-14, 50; unseen 90-99",
         "  orders/p1/lane 2 (source partition 2, nothing arrived): unseen 0-49",
@@ -396,7 +390,10 @@ def test_message_caps_lanes_and_round_trips(tmp_path: Path) -> None:
     assert lines[0] == (
         "mirror mismatch in /runs/1: expected 75000, received 73750 (73750 distinct): lost 1000, unseen 250")
     assert "  orders/p-1a2b/lane 3 (target partition 3): lost 1200-1239; unseen 2990-2999" in lines
-    assert lines[-1] == "  ... and 5 more lanes"
+    assert lines[-2:] == [
+        "  ... and 5 more lanes",
+        "  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.",
+    ]
     assert MirrorReport.load(report.write(tmp_path / "r.json")) == report
     assert MirrorReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
 
