@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_kafka_mirror.verify.report import MirrorReport
 from pytest_kafka_mirror.rundir import (
     CAPTURE_DIR,
     CAPTURE_SCHEMA_FIELDS,
@@ -32,6 +31,7 @@ from pytest_kafka_mirror.rundir import (
     Manifest,
     capture_schema,
 )
+from pytest_kafka_mirror.verify.report import MirrorReport
 
 __all__ = ["BASE_TS_US", "SyntheticLane", "SyntheticRun", "assert_same_report", "to_ranges"]
 

@@ -58,7 +58,7 @@ from pytest_kafka_mirror.rundir import (
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Row, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DEFAULT_BOUNDS", "LaneMeta", "manifest_lanes", "phantom_reason", "read_status", "verify_run"]
 
@@ -206,7 +206,6 @@ class _Job:
 
     def __init__(self, spark: SparkSession, run: Path, lanes_meta: dict[LaneKey, LaneMeta], topics: dict[str, str],
                  *, examples: int, max_ranges: int) -> None:
-        from pyspark.sql import functions as F
 
         self.spark = spark
         self.run_dir = run

@@ -28,9 +28,9 @@ from pytest_kafka_mirror.verify import (
     get_spark,
     verify_run,
 )
+from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
 from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
-from pytest_kafka_mirror.verify.oracle import oracle_report
 from tests.synthetic import SyntheticRun, assert_same_report
 
 if TYPE_CHECKING:
