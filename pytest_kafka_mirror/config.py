@@ -113,7 +113,9 @@ OPTIONS: list[Option] = [
     Option("source", "SPEC", "tansu", "Source cluster: tansu (embedded broker) | bootstrap:HOST:PORT[,...].",
            parse_cluster_spec),
     Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
-    Option("replicator", "SPEC", "reference", "Replicator under test: reference (built-in mirror process).",
+    Option("replicator", "SPEC", "reference",
+           "Replicator under test: reference (built-in mirror process) | reference:KNOBS, the same injecting "
+           "faults into every topic (e.g. reference:drop=0.01,seed=7).",
            parse_replicator_spec),
     Option("naming", "POLICY", "identity",
            "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy).",

@@ -69,6 +69,7 @@ class KafkaMirrorSession:
                 naming=self.settings.naming,
                 startup_timeout=self.settings.startup_timeout,
                 warmup_topic=WARMUP_TOPIC,
+                faults=self.settings.replicator.faults,
             )
         raise ValueError(f"replicator backend {kind!r} is not available")  # pragma: no cover - spec parser guards
 
