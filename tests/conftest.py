@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Set in the environment of every pytester subprocess so its descendants can be found.
 TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
@@ -34,3 +39,16 @@ def tagged_env(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) 
     tag = f"{os.getpid()}-{request.node.name}"[:80]
     monkeypatch.setenv(TAG_ENV, tag)
     return tag
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The process-wide local[2] SparkSession; a JVM start costs seconds, so it is shared."""
+    pytest.importorskip("pyspark")
+    from pytest_kafka_mirror.verify import get_spark, stop_spark
+
+    session = get_spark("local[2]")
+    try:
+        yield session
+    finally:
+        stop_spark()

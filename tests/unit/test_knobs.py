@@ -8,6 +8,7 @@ then show exactly what the engine's ledger says it injected.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +90,7 @@ def _clean_apart_from(report: MirrorReport, *figures: str) -> None:
 
 
 def test_no_knobs_is_a_faithful_copy(tmp_path: Path) -> None:
-    report, ledger, out = _run(tmp_path, Knobs())
+    report, ledger, _ = _run(tmp_path, Knobs())
     assert not Knobs().active and ledger.topics[TOPIC]["injected"] == {}
     assert report.received == report.expected == LANES * COUNT
     _clean_apart_from(report)
@@ -266,3 +267,22 @@ def test_ledger_queries() -> None:
     assert ledger.knobs(TOPIC) == Knobs(drop=0.5) and "drop" in repr(ledger)
     with pytest.raises(KeyError, match="unknown ledger knob 'dropped'"):
         ledger.count(TOPIC, "dropped")
+
+
+def test_replicator_spec_knobs_reach_the_reference_mirror(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from pytest_kafka_mirror.config import resolve_settings
+    from pytest_kafka_mirror.session import KafkaMirrorSession
+
+    settings = resolve_settings({}, lambda key: None, {"KAFKA_MIRROR_REPLICATOR": "reference:drop=0.25,seed=4"},
+                                rootdir=tmp_path)
+    cluster = SimpleNamespace(bootstrap_servers="127.0.0.1:1")
+    rep = KafkaMirrorSession(settings).make_replicator(cluster, cluster, tmp_path)  # type: ignore[arg-type]
+    assert rep.default_faults == Knobs(drop=0.25, seed=4)  # type: ignore[attr-defined]
+    assert "faults seed=4,drop=0.25" in rep.describe()
+    rep.set_faults("km-x", Knobs(corrupt=0.5))  # not running: written for its start
+    data = json.loads((tmp_path / "faults.json").read_text())
+    assert data["default"] == {"seed": 4, "drop": 0.25} and data["topics"] == {"km-x": {"corrupt": 0.5}}
+    with pytest.raises(Exception, match=r"env KAFKA_MIRROR_REPLICATOR: replicator spec 'reference:drop=2'"):
+        resolve_settings({}, lambda key: None, {"KAFKA_MIRROR_REPLICATOR": "reference:drop=2"}, rootdir=tmp_path)
