@@ -8,6 +8,7 @@ topic must show comes from the mirror's ledger of what it injected, not from the
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
-    from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics
+    from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics, MirrorVerifier
 
 pytestmark = pytest.mark.integration
 
@@ -127,3 +128,22 @@ def test_every_knob_is_reported_exactly(
     n = report.lost + report.unseen
     assert f"source log: {n} lost by the replicator (in the source log, absent on the target), 0 missing" in msg
     assert f"{topics['lose']}/plost/lane 0 (source partition 0, nothing arrived): unseen 0-{PER_LANE - 1}" in msg
+
+
+def _readme_example(section: str) -> str:
+    """The first Python block of a README section."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    return text.split(f"\n## {section}\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+
+
+@pytest.mark.kafka_mirror(drain_timeout=2, settle=0.3)
+def test_readme_fault_injection_example(
+    replicator: ReferenceReplicator, mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory,
+    mirror_verifier: MirrorVerifier,
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(compile(_readme_example("Fault injection"), "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+    namespace["test_drops_are_caught"](replicator, mirror_topics, mirror_producer, mirror_verifier)
+    # The example proves something: its topic really lost records.
+    (report,) = mirror_verifier.reports
+    assert report.lost + report.unseen > 0

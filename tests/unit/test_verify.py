@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -208,6 +209,78 @@ def test_assertion_messages(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         report.assert_no_foreign()
     with pytest.raises(MirrorMismatchError, match=r"orders/p1/lane 9 \(target partitions 1, 9\): split"):
         report.assert_no_lane_split()
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _golden(name: str, text: str) -> None:
+    """``text`` equals the golden file ``name``; KAFKA_MIRROR_UPDATE_GOLDEN=1 rewrites it."""
+    __tracebackhide__ = True
+    path = GOLDEN / name
+    if os.environ.get("KAFKA_MIRROR_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"message differs from {path} (KAFKA_MIRROR_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_assert_ok_message_golden(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    """The whole diff-like message of the zoo: totals, per-lane ranges, examples, truncation."""
+    with pytest.raises(MirrorMismatchError) as e:
+        zoo[1].assert_ok(p99_ms=1)
+    _golden("zoo-assert-ok.txt", str(e.value).replace(str(zoo[0].run_dir), "RUN_DIR") + "\n")
+
+
+@pytest.fixture(scope="module")
+def reconciled(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> MirrorReport:
+    """A run with a source log: the replicator lost some records, the source others."""
+    run = SyntheticRun(tmp_path_factory.mktemp("reconciled"))
+    orders = run.lane("orders", pid="p1", lane=0, acked=range(100), failed=[102], sent=105)
+    orders.deliver([*range(20), *range(30, 90), 101]).in_source([*range(25), *range(27, 105)])
+    run.lane("orders", pid="p1", lane=1, acked=range(50)).deliver(range(50)).in_source(range(50))
+    # Only the source lost records here: a broker restart wiped 40-49 before they were mirrored.
+    run.lane("orders", pid="p2", lane=0, acked=range(50)).deliver(range(40)).in_source(range(40))
+    report = verify_run(run.write(), spark=spark)
+    assert_same_report(report, oracle_report(run.run_dir))
+    return report
+
+
+def test_reconciliation_counts_and_ranges(reconciled: MirrorReport) -> None:
+    report = reconciled
+    assert report.reconciled
+    # p1/0 misses 20-29 and 90-99, both lost (the phantom 101 arrived later); p2/0 misses 40-49.
+    assert (report.lost, report.unseen, report.lost_by_replicator, report.missing_in_source) == (20, 10, 18, 12)
+    assert report.never_acked == 4  # 100-104 were not acknowledged; 101 arrived (a phantom)
+    lane = report.lane("orders", "p1", 0)
+    assert (lane.lost_by_replicator, lane.missing_in_source, lane.never_acked, lane.phantom) == (18, 2, 4, 1)
+    assert [(r.first, r.last, r.kind) for r in lane.source_missing_ranges] == [(25, 26, "source")]
+    assert [(r.first, r.last, r.kind) for r in report.lane("orders", "p2", 0).source_missing_ranges] == [
+        (40, 49, "source")]
+    assert report.examples["phantom"][0]["why"] == "not acknowledged"
+
+
+def test_reconciled_loss_message_golden(reconciled: MirrorReport) -> None:
+    with pytest.raises(MirrorMismatchError) as e:
+        reconciled.assert_no_loss()
+    _golden("reconciled-assert-no-loss.txt", str(e.value).replace(reconciled.run_dir, "RUN_DIR") + "\n")
+    # Excusing what the source lost still fails on what the replicator lost, and only that.
+    with pytest.raises(MirrorMismatchError) as e:
+        reconciled.assert_no_loss(allow_source_loss=True)
+    msg = str(e.value)
+    assert "-- tolerated (allow_source_loss=True)" in msg
+    assert "orders/p1/lane 0" in msg and "orders/p2/lane 0" not in msg
+
+
+def test_allow_source_loss_passes_when_only_the_source_lost(reconciled: MirrorReport) -> None:
+    from dataclasses import replace
+
+    only_source = replace(reconciled, lanes=[s for s in reconciled.lanes if s.producer_id == "p2"],
+                          lost=0, unseen=10, lost_by_replicator=0, missing_in_source=10)
+    only_source.assert_no_loss(allow_source_loss=True)
+    with pytest.raises(MirrorMismatchError, match="at-least-once violated: 10 of 200"):
+        only_source.assert_no_loss()
+    with pytest.raises(ValueError, match=r"allow_source_loss=True needs the source log .* capture_source=True"):
+        replace(only_source, reconciled=False).assert_ok(allow_source_loss=True)
 
 
 def test_assert_ok_reports_every_failure(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
