@@ -31,7 +31,7 @@ from pytest_kafka_mirror.rundir import (
     Manifest,
     capture_schema,
 )
-from pytest_kafka_mirror.verify.report import MirrorReport
+from pytest_kafka_mirror.verify.report import MirrorReport, compact_ranges
 
 __all__ = ["BASE_TS_US", "SyntheticLane", "SyntheticRun", "assert_same_report", "to_ranges"]
 
@@ -45,13 +45,7 @@ def to_ranges(seqs: Iterable[int] | Iterable[tuple[int, int]]) -> list[list[int]
     items: list[Any] = list(seqs)
     if items and isinstance(items[0], tuple):
         return [[int(a), int(b)] for a, b in items]
-    out: list[list[int]] = []
-    for s in sorted(set(items)):
-        if out and s == out[-1][1] + 1:
-            out[-1][1] = s
-        else:
-            out.append([s, s])
-    return out
+    return [[a, b] for a, b in compact_ranges(items)]
 
 
 @dataclass

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import HDR_PRODUCER, Kind, decode
+from ..verify.report import compact_ranges
 
 __all__ = ["LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord", "ledger_dump",
            "parse_knobs", "resolve", "unit"]
@@ -332,17 +333,17 @@ class FaultEngine:
         # Stable sort by a seeded key of the source offset: copies of one record stay together.
         records.sort(key=lambda r: unit(self.knobs.seed, "reorder", self.topic, partition, r.offset))
         for r in records:
-            if not r.ours:
+            if r.seq is None:
                 continue
-            key = (r.producer_id or "", r.lane if r.lane is not None else -1, r.partition)
+            key = (*r.lane_key, r.partition)
             sent = self._reorder_sent[key]
             if r.seq in sent:
                 continue
             top = self._reorder_top.get(key)
-            if top is not None and r.seq < top:  # type: ignore[operator]
+            if top is not None and r.seq < top:
                 self.ledger.add("reorder", r)
-            sent.add(r.seq)  # type: ignore[arg-type]
-            self._reorder_top[key] = r.seq if top is None else max(top, r.seq)  # type: ignore[type-var]
+            sent.add(r.seq)
+            self._reorder_top[key] = r.seq if top is None else max(top, r.seq)
         return records
 
     def _after_reorder(self, batch: Iterable[MirrorRecord], now: float) -> list[MirrorRecord]:
@@ -397,16 +398,6 @@ class FaultEngine:
 # -- the ledger file ------------------------------------------------------------------------
 
 
-def _ranges(seqs: Iterable[int]) -> list[list[int]]:
-    out: list[list[int]] = []
-    for s in sorted(set(seqs)):
-        if out and s == out[-1][1] + 1:
-            out[-1][1] = s
-        else:
-            out.append([s, s])
-    return out
-
-
 def ledger_dump(engines: Mapping[str, tuple[Knobs, Ledger, FaultEngine | None]], generation: int) -> dict[str, Any]:
     """The JSON form of every topic's ledger (see :class:`FaultLedger`)."""
     topics: dict[str, Any] = {}
@@ -421,7 +412,7 @@ def ledger_dump(engines: Mapping[str, tuple[Knobs, Ledger, FaultEngine | None]],
             "injected": {
                 knob: {
                     "count": sum(len(v) for v in by_lane.values()),
-                    "lanes": {f"{pid}/{lane}": _ranges(v) for (pid, lane), v in sorted(by_lane.items())},
+                    "lanes": {f"{pid}/{lane}": compact_ranges(v) for (pid, lane), v in sorted(by_lane.items())},
                     # Records a knob hit more than once (a seq in two copies) keep their count above.
                 }
                 for knob, by_lane in entries.items() if by_lane

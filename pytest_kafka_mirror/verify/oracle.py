@@ -126,13 +126,13 @@ def oracle_report(
     latencies: dict[str, list[int]] = defaultdict(list)
     for key in sorted(meta.keys() | ours.keys()):
         want, got = acked.get(key, set()), ours.get(key, [])
-        lm = meta.get(key)
+        lane_meta = meta.get(key)
         seqs = {r["seq"] for r in got}
         top = max(seqs, default=None)
         s = LaneStats(
             topic=key[0], producer_id=key[1], lane=key[2],
-            target_topic=lm.target_topic if lm else topics.get(key[0]),
-            source_partition=lm.partition if lm else None,
+            target_topic=lane_meta.target_topic if lane_meta else topics.get(key[0]),
+            source_partition=lane_meta.partition if lane_meta else None,
             partitions=sorted({r["partition"] for r in got}),
             expected=len(want), received=len(got), distinct=len(seqs),
             phantom=sum(1 for r in got if r["seq"] not in want),
