@@ -161,8 +161,12 @@ class MirrorProducerFactory:
         self.overrides = overrides or {}
         self.runs: list[MirrorRun] = []
 
-    def new_run(self, topics: Sequence[str], *, lanes: dict[str, int] | int | None = None) -> MirrorRun:
-        """A run over ``topics`` without producing yet (for several producers in one run)."""
+    def new_run(self, topics: Sequence[str], *, lanes: dict[str, int] | int | None = None,
+                capture_source: bool = False) -> MirrorRun:
+        """A run over ``topics`` without producing yet (for several producers in one run).
+
+        ``capture_source=True`` also captures the source topics, for three-log reconciliation.
+        """
         from .run import MirrorRun
 
         if isinstance(topics, str):
@@ -187,6 +191,7 @@ class MirrorProducerFactory:
             settle=float(self.overrides.get("settle", s.settle)),
             topic_timeout=float(self.overrides.get("topic_timeout", s.startup_timeout)),
             warmup_topic=self._warmup_topic(),
+            capture_source=capture_source,
         )
         self.runs.append(run)
         if self.session.metrics_spool is not None:
@@ -212,9 +217,16 @@ class MirrorProducerFactory:
         lanes: dict[str, int] | int | None = None,
         wait_for_target: bool = True,
         config: dict[str, Any] | None = None,
+        capture_source: bool = False,
+        producer_id: str | None = None,
     ) -> MirrorRun:
-        """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records."""
-        run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes)
+        """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records.
+
+        ``capture_source=True`` also captures the source topics, so the report tells records
+        lost by the replicator from records the source cluster lost.
+        """
+        run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
+                           capture_source=capture_source)
         s = self.session.settings
         run.produce(
             rate=rate,
@@ -225,6 +237,7 @@ class MirrorProducerFactory:
             wait_for_target=wait_for_target,
             config=config,
             on_counts=self.session.metrics_spool.producer_counts if self.session.metrics_spool else None,
+            producer_id=producer_id,
         )
         return run
 
