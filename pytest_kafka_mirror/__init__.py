@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ._warnings import PytestKafkaMirrorWarning
 from .clusters import Capabilities, Cluster, ClusterError
 from .producer import MirrorProducer, ProducerError, TopicLanes
-from .replicators import NamingPolicy, Replicator, ReplicatorError
+from .replicators import FaultLedger, Knobs, NamingPolicy, Replicator, ReplicatorError
 from .rundir import LaneManifest, Manifest
 from .run import MirrorRun
 
@@ -25,6 +25,8 @@ __all__ = [
     "Capabilities",
     "Cluster",
     "ClusterError",
+    "FaultLedger",
+    "Knobs",
     "LaneManifest",
     "Manifest",
     "MirrorMismatchError",

@@ -316,7 +316,7 @@ def _run(args: argparse.Namespace) -> int:
             writer.flush()
         if produce_done_at is None and (run_dir / PRODUCE_DONE).exists():
             produce_done_at = now
-            manifests = load_manifests(run_dir)
+            manifests = load_manifests(Path(args.manifest_dir) if args.manifest_dir else run_dir)
         if produce_done_at is not None and now >= next_check:
             next_check = now + 0.1
             if satisfied_at is None and satisfied():
@@ -360,6 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--drain-timeout", type=float, default=30.0)
     ap.add_argument("--settle", type=float, default=0.5)
     ap.add_argument("--max-runtime", type=float, default=0.0)
+    ap.add_argument("--manifest-dir", default="", help="where the manifests are (default: the run directory)")
     return _run(ap.parse_args(argv))
 
 
@@ -376,9 +377,12 @@ class Capture:
         drain_timeout: float = 30.0,
         settle: float = 0.5,
         startup_timeout: float = 30.0,
+        manifest_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.run_dir = Path(run_dir)
+        # The source capture of a run writes into RUN_DIR/source but reads RUN_DIR's manifests.
+        self.manifest_dir = Path(manifest_dir) if manifest_dir is not None else None
         self.topics = topics  # source -> target
         self.drain_timeout = drain_timeout
         self.settle = settle
@@ -397,6 +401,8 @@ class Capture:
             "--drain-timeout", str(self.drain_timeout),
             "--settle", str(self.settle),
         ]
+        if self.manifest_dir is not None:
+            argv += ["--manifest-dir", str(self.manifest_dir)]
         proc = self.process = ManagedProcess("capture", argv, self.run_dir / "capture.log").start()
         try:
             wait_until(

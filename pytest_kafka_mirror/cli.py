@@ -32,7 +32,7 @@ __all__ = ["main"]
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .rundir import REPORT_FILE, load_manifests
+    from .rundir import REPORT_FILE, SOURCE_DIR, load_manifests
     from .verify import MirrorMismatchError, stop_spark, verify_run
 
     run_dir = Path(args.run_dir)
@@ -41,6 +41,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return 2
     if not load_manifests(run_dir):
         print(f"kafka-mirror verify: {run_dir} has no manifest-*.json: not a run directory", file=sys.stderr)
+        return 2
+    if args.allow_source_loss and not (run_dir / SOURCE_DIR).is_dir():
+        print(f"kafka-mirror verify: --allow-source-loss needs the source log {run_dir / SOURCE_DIR}, and this run "
+              f"has none (produce with capture_source=True)", file=sys.stderr)
         return 2
     try:
         report = verify_run(run_dir, master=args.spark_master, examples=args.examples)
@@ -51,7 +55,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     print(report.summary())
     print(f"report: {out}")
     try:
-        report.assert_ok(allow_duplicates=args.allow_duplicates, max_reordered=args.max_reordered)
+        report.assert_ok(allow_duplicates=args.allow_duplicates, max_reordered=args.max_reordered,
+                         allow_source_loss=args.allow_source_loss)
     except MirrorMismatchError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -172,6 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--json", metavar="PATH", help="write the report here (default: RUN_DIR/report.json)")
     v.add_argument("--allow-duplicates", action="store_true", help="duplicates do not fail the run")
     v.add_argument("--max-reordered", type=int, default=0, help="reordered records tolerated. Default: %(default)r")
+    v.add_argument("--allow-source-loss", action="store_true",
+                   help="records the source cluster lost do not fail the run (needs a run with a source capture)")
     v.set_defaults(func=_cmd_verify)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
     c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")

@@ -250,7 +250,8 @@ OPTIONS: list[Option] = [
            parse_cluster_spec),
     Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
     Option("replicator", "SPEC", "reference",
-           "Replicator under test: reference (built-in mirror process) | mm2[:KAFKA_HOME] | mm2:container:IMAGE "
+           "Replicator under test: reference (built-in mirror process) | reference:KNOBS (the same, injecting "
+           "faults into every topic, e.g. reference:drop=0.01,seed=7) | mm2[:KAFKA_HOME] | mm2:container:IMAGE "
            "(MirrorMaker 2) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
            "external:POLICY (already running; its naming identity | prefix:P).",
            parse_replicator_spec),

@@ -7,6 +7,10 @@ This is the plain-Python API the fixtures wrap::
     run.produce(rate=1000, duration=10)          # starts the capture first
     report = run.verify()                        # waits for the capture, runs Spark
     report.assert_ok(p99_ms=500)
+
+With ``capture_source=True`` the source topics are captured too (into ``RUN_DIR/source``),
+and the report reconciles the three logs: every acknowledged record that never arrived
+is either lost by the replicator (it is in the source log) or missing in the source.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
 from .producer import CountsCallback, MirrorProducer, TopicLanes
-from .rundir import REPORT_FILE, Manifest
+from .rundir import REPORT_FILE, SOURCE_DIR, Manifest
 
 if TYPE_CHECKING:
     from .faults import Marker, Scheduled
@@ -48,6 +52,7 @@ class MirrorRun:
         settle: float = 0.5,
         topic_timeout: float = 60.0,
         warmup_topic: str | None = None,
+        capture_source: bool = False,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -62,6 +67,11 @@ class MirrorRun:
         self.warmup_topic = warmup_topic
         self.target_wait_seconds: float | None = None
         self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle)
+        self.source_capture: Capture | None = None
+        if capture_source:
+            self.source_capture = Capture(source_bootstrap, self.run_dir / SOURCE_DIR, {t: t for t in self.topics},
+                                          drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir)
+        self.source_capture_status: dict[str, Any] | None = None
         self.manifests: list[Manifest] = []
         self.capture_status: dict[str, Any] | None = None
         self.report: MirrorReport | None = None
@@ -81,6 +91,8 @@ class MirrorRun:
     def start_capture(self) -> None:
         if not self._capture_started:
             self.capture.start()
+            if self.source_capture is not None:
+                self.source_capture.start()
             self._capture_started = True
 
     def produce(
@@ -184,7 +196,7 @@ class MirrorRun:
         return [m for m in self.markers if m.error]
 
     def finish(self, timeout: float | None = None) -> dict[str, Any]:
-        """Tell the capture the producers are done and wait for it to end."""
+        """Tell the captures the producers are done and wait for them to end."""
         if self.capture_status is None:
             for thread, errors in self._background:
                 thread.join()
@@ -192,9 +204,13 @@ class MirrorRun:
                     raise errors[0]
             self.start_capture()
             self.capture.producers_done()
+            if self.source_capture is not None:
+                self.source_capture.producers_done()
             t0 = time.monotonic()
             self.capture_status = self.capture.wait(timeout)
             log.info("capture ended (%s) after %.2f s of draining", self.capture_status.get("reason"), time.monotonic() - t0)
+            if self.source_capture is not None:
+                self.source_capture_status = self.source_capture.wait(timeout)
         return self.capture_status
 
     def verify(self, *, spark: Any = None, master: str = "local[2]", examples: int = 20) -> MirrorReport:
@@ -208,8 +224,10 @@ class MirrorRun:
         return self.report
 
     def close(self) -> None:
-        """Stop the capture if it still runs (a test failed before verifying)."""
+        """Stop the captures if they still run (a test failed before verifying)."""
         self.capture.stop()
+        if self.source_capture is not None:
+            self.source_capture.stop()
 
     def __enter__(self) -> MirrorRun:
         return self

@@ -7,6 +7,9 @@ different processes (or on different hosts sharing the directory)::
       manifest-<producer-id>.json   one per producer: what the source acknowledged, per lane
       capture/part-NNNNN.parquet    target records as the capture saw them (CAPTURE_SCHEMA)
       capture-status.json           how the capture ended (reason, counts)
+      source/capture/…, source/capture-status.json
+                                    optional: the *source* topics, captured the same way, for
+                                    three-log reconciliation (manifest / source / target)
       report.json                   the verifier's MirrorReport
 
 The manifest stores acknowledged sequence numbers as inclusive ranges, so its size grows
@@ -25,6 +28,7 @@ __all__ = [
     "CAPTURE_DIR",
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
+    "SOURCE_DIR",
     "LaneManifest",
     "Manifest",
     "capture_schema",
@@ -36,6 +40,8 @@ MANIFEST_VERSION = 1
 CAPTURE_DIR = "capture"
 CAPTURE_STATUS = "capture-status.json"
 REPORT_FILE = "report.json"
+#: Subdirectory of a run directory holding the capture of the source topics, when taken.
+SOURCE_DIR = "source"
 
 #: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
 #: (the capture maps target names back); identification columns are null for records

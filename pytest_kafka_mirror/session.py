@@ -180,11 +180,13 @@ class MirrorProducerFactory:
         *,
         lanes: dict[str, int] | int | None = None,
         partitions: dict[str, int] | None = None,
+        capture_source: bool = False,
     ) -> MirrorRun:
         """A run over ``topics`` without producing yet (several producers in one run).
 
         ``partitions`` gives the partition count of topics that do not exist yet (created
         mid-run by a fault); the others are looked up on the source.
+        ``capture_source=True`` also captures the source topics, for three-log reconciliation.
         """
         from .run import MirrorRun
 
@@ -213,6 +215,7 @@ class MirrorProducerFactory:
             settle=float(self.overrides.get("settle", s.settle)),
             topic_timeout=float(self.overrides.get("topic_timeout", s.startup_timeout)),
             warmup_topic=self._warmup_topic(),
+            capture_source=capture_source,
         )
         self.runs.append(run)
         if self.session.metrics_spool is not None:
@@ -239,12 +242,19 @@ class MirrorProducerFactory:
         wait_for_target: bool = True,
         config: dict[str, Any] | None = None,
         faults: Sequence[Scheduled] = (),
+        capture_source: bool = False,
+        producer_id: str | None = None,
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
-        applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way."""
-        run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes)
+        applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
+
+        ``capture_source=True`` also captures the source topics, so the report tells records
+        lost by the replicator from records the source cluster lost.
+        """
+        run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
+                           capture_source=capture_source)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
-                     wait_for_target=wait_for_target, config=config, faults=faults)
+                     wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id)
         return run
 
     def produce(self, run: MirrorRun, **kwargs: Any) -> Any:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,6 +21,8 @@ with contextlib.suppress(ImportError):
 # The tests never pull images: a pull is registry traffic, and this project's machines have
 # none.  Inherited by pytester subprocesses.  Images come from `kafka-mirror image build`.
 os.environ.setdefault("KAFKA_MIRROR_DOCKER_PULL", "0")
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 #: Set in the environment of every pytester subprocess so its descendants can be found.
 TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
@@ -80,3 +84,14 @@ def containers_labelled(run: str) -> list[str]:
     from pytest_kafka_mirror._docker import containers
 
     return [c["name"] for c in containers(run)]
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The process-wide local[2] SparkSession; a JVM start costs seconds, so it is shared."""
+    pytest.importorskip("pyspark")
+    from pytest_kafka_mirror.verify import get_spark, stop_spark
+
+    session = get_spark("local[2]")
+    try:
+        yield session
+    finally:
+        stop_spark()

@@ -10,6 +10,10 @@ A run is described compactly, lane by lane, in arrival order::
 
 Produce time of seq ``s`` is ``base + s`` ms, so latencies are exact and known.  Target
 offsets are assigned per (target topic, partition) in the order ``deliver`` is called.
+``lane.in_source(seqs)`` writes the source log (``RUN_DIR/source``) for three-log
+reconciliation; ``SyntheticRun(..., source_log=True)`` writes one even when it is empty.
+
+The expected report of a synthetic run is ``pytest_kafka_mirror.verify.oracle.oracle_report``.
 """
 
 from __future__ import annotations
@@ -19,9 +23,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, LaneManifest, Manifest, capture_schema
+from pytest_kafka_mirror.rundir import (
+    CAPTURE_DIR,
+    CAPTURE_SCHEMA_FIELDS,
+    SOURCE_DIR,
+    LaneManifest,
+    Manifest,
+    capture_schema,
+)
+from pytest_kafka_mirror.verify.report import MirrorReport, compact_ranges
 
-__all__ = ["BASE_TS_US", "ExpectedLane", "SyntheticLane", "SyntheticRun", "oracle", "to_ranges"]
+__all__ = ["BASE_TS_US", "SyntheticLane", "SyntheticRun", "assert_same_report", "to_ranges"]
 
 BASE_TS_US = 1_700_000_000_000_000
 
@@ -33,13 +45,7 @@ def to_ranges(seqs: Iterable[int] | Iterable[tuple[int, int]]) -> list[list[int]
     items: list[Any] = list(seqs)
     if items and isinstance(items[0], tuple):
         return [[int(a), int(b)] for a, b in items]
-    out: list[list[int]] = []
-    for s in sorted(set(items)):
-        if out and s == out[-1][1] + 1:
-            out[-1][1] = s
-        else:
-            out.append([s, s])
-    return out
+    return [[a, b] for a, b in compact_ranges(items)]
 
 
 @dataclass
@@ -71,6 +77,16 @@ class SyntheticLane:
             )
         return self
 
+    def in_source(self, seqs: Iterable[int]) -> SyntheticLane:
+        """Records ``seqs`` are in the source log (the source topic, the lane's partition)."""
+        for seq in seqs:
+            self.run.add_row(
+                topic=self.topic, target_topic=self.topic, partition=self.partition, kind="headers",
+                producer_id=self.pid, lane=self.lane, seq=seq, produce_ts_us=BASE_TS_US + seq * 1000,
+                arrival_ts_us=BASE_TS_US + seq * 1000, checksum_ok=True, source=True,
+            )
+        return self
+
 
 @dataclass
 class SyntheticRun:
@@ -81,9 +97,12 @@ class SyntheticRun:
     run_dir: Path
     #: source topic -> target topic (MM2's default policy prefixes the source alias)
     target_prefix: str = "src."
+    #: write a source log (RUN_DIR/source) even when no lane put anything in it
+    source_log: bool = False
     rows: list[dict[str, Any]] = field(default_factory=list)
+    source_rows: list[dict[str, Any]] = field(default_factory=list)
     manifests: dict[str, Manifest] = field(default_factory=dict)
-    _offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    _offsets: dict[tuple[str, int, bool], int] = field(default_factory=dict)
 
     def target(self, topic: str) -> str:
         return self.target_prefix + topic
@@ -108,16 +127,18 @@ class SyntheticRun:
         m.lanes.append(lm)
         return SyntheticLane(self, topic, pid, lane, part, lm)
 
-    def add_row(self, *, topic: str | None, partition: int, target_topic: str | None = None, **values: Any) -> None:
-        """Append one capture row; unspecified columns are null, the offset is the next one."""
+    def add_row(self, *, topic: str | None, partition: int, target_topic: str | None = None, source: bool = False,
+                **values: Any) -> None:
+        """Append one capture row (of the source log when ``source``); unspecified columns are
+        null, the offset is the next one of its topic partition."""
         tt = target_topic or self.target(topic or "")
-        offset = self._offsets.get((tt, partition), 0)
-        self._offsets[(tt, partition)] = offset + 1
+        offset = self._offsets.get((tt, partition, source), 0)
+        self._offsets[(tt, partition, source)] = offset + 1
         row: dict[str, Any] = {name: None for name, _ in CAPTURE_SCHEMA_FIELDS}
         row.update(topic=topic, target_topic=tt, partition=partition, offset=offset, size=100, **values)
         if row["arrival_ts_us"] is not None:
             row["record_ts_ms"] = row["arrival_ts_us"] // 1000
-        self.rows.append(row)
+        (self.source_rows if source else self.rows).append(row)
 
     def foreign(self, topic: str, *, partition: int = 0, count: int = 1, evidence: str = "b'junk'") -> None:
         for _ in range(count):
@@ -137,74 +158,35 @@ class SyntheticRun:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         for m in self.manifests.values():
             m.write(self.run_dir)
-        if not capture:
-            return self.run_dir
-        cap = self.run_dir / CAPTURE_DIR
-        cap.mkdir(exist_ok=True)
         schema = capture_schema()
-        per = -(-len(self.rows) // segments) if self.rows else 0
-        for i in range(segments):
-            chunk = self.rows[i * per:(i + 1) * per] if per else []
-            if chunk or i == 0:
-                pq.write_table(pa.Table.from_pylist(chunk, schema=schema), cap / f"part-{i:05d}.parquet")
+
+        def segments_of(rows: list[dict[str, Any]], cap: Path) -> None:
+            cap.mkdir(parents=True, exist_ok=True)
+            per = -(-len(rows) // segments) if rows else 0
+            for i in range(segments):
+                chunk = rows[i * per:(i + 1) * per] if per else []
+                if chunk or i == 0:
+                    pq.write_table(pa.Table.from_pylist(chunk, schema=schema), cap / f"part-{i:05d}.parquet")
+
+        if capture:
+            segments_of(self.rows, self.run_dir / CAPTURE_DIR)
+        if self.source_log or self.source_rows:
+            segments_of(self.source_rows, self.run_dir / SOURCE_DIR / CAPTURE_DIR)
         return self.run_dir
 
 
-@dataclass
-class ExpectedLane:
-    """What a correct verifier must report for one lane, computed in plain Python."""
-
-    expected: int = 0
-    received: int = 0
-    distinct: int = 0
-    lost: int = 0
-    unseen: int = 0
-    duplicated: int = 0
-    reordered: int = 0
-    phantom: int = 0
-    corrupted: int = 0
-    partitions: list[int] = field(default_factory=list)
-    #: (first, last, "lost" | "unseen"), all of them, in order
-    missing: list[tuple[int, int, str]] = field(default_factory=list)
-
-
-def oracle(run: SyntheticRun) -> dict[tuple[str, str, int], ExpectedLane]:
-    """The figures of every lane of ``run``, by brute force over its rows (the test oracle).
-
-    Deliberately written the obvious way (sets, loops), independent of the Spark job.
-    """
-    acked: dict[tuple[str, str, int], set[int]] = {}
-    for m in run.manifests.values():
-        for lm in m.lanes:
-            lane_acked = acked.setdefault((lm.topic, m.producer_id, lm.lane), set())
-            for a, b in lm.acked:
-                lane_acked.update(range(a, b + 1))
-    rows: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for r in sorted(run.rows, key=lambda r: (r["target_topic"], r["partition"], r["offset"])):
-        if r["kind"] in ("headers", "body") and r["producer_id"] is not None:
-            rows.setdefault((r["topic"], r["producer_id"], r["lane"]), []).append(r)
-    out: dict[tuple[str, str, int], ExpectedLane] = {}
-    for key in acked.keys() | rows.keys():
-        want = acked.get(key, set())
-        got = rows.get(key, [])
-        seqs = [int(r["seq"]) for r in got]
-        e = out[key] = ExpectedLane(expected=len(want), received=len(seqs), distinct=len(set(seqs)))
-        e.duplicated = e.received - e.distinct
-        e.phantom = sum(1 for s in seqs if s not in want)
-        e.corrupted = sum(1 for r in got if r["checksum_ok"] is False)
-        e.partitions = sorted({r["partition"] for r in got})
-        top = max(seqs, default=None)
-        for a, b in to_ranges(want - set(seqs)):
-            kind = "lost" if top is not None and top > b else "unseen"
-            e.missing.append((a, b, kind))
-            setattr(e, kind, getattr(e, kind) + b - a + 1)
-        for p in e.partitions:  # first occurrences in offset order, behind a higher seq
-            highest, first_seen = -1, set()
-            for r in (r for r in got if r["partition"] == p):
-                if r["seq"] in first_seen:
-                    continue
-                first_seen.add(r["seq"])
-                if r["seq"] < highest:
-                    e.reordered += 1
-                highest = max(highest, r["seq"])
-    return out
+def assert_same_report(got: MirrorReport, want: MirrorReport) -> None:
+    """``got == want``, compared piece by piece so that a difference reads well."""
+    __tracebackhide__ = True
+    got_lanes = {(s.topic, s.producer_id, s.lane): s for s in got.lanes}
+    want_lanes = {(s.topic, s.producer_id, s.lane): s for s in want.lanes}
+    assert sorted(got_lanes) == sorted(want_lanes)
+    for key, lane in want_lanes.items():
+        assert got_lanes[key] == lane, key
+    assert got.totals == want.totals
+    assert sorted(got.examples) == sorted(want.examples)
+    for kind, rows in want.examples.items():
+        assert got.examples[kind] == rows, kind
+    assert got.latency == want.latency
+    assert got.latency_by_topic == want.latency_by_topic
+    assert got == want

@@ -1,17 +1,6 @@
 """Replicator backends, chosen by a spec string (``--kafka-mirror-replicator``).
 
-==========================  ===============================================================
-``reference``               the built-in consume/produce mirror, run as its own process (default)
-``mm2[:KAFKA_HOME]``        MirrorMaker 2 (dedicated mode) from a Kafka distribution
-                            (the path defaults to --kafka-mirror-kafka-home)
-``mm2:container:IMAGE``     MirrorMaker 2 in a container (apache/kafka, confluentinc/cp-kafka)
-``command:TEMPLATE``        any replicator started by a shell command with {source}, {target},
-                            {topics}, {workdir} placeholders
-``external:POLICY``         already running; POLICY is its topic naming (identity | prefix:P)
-==========================  ===============================================================
-
-A backend is one module; adding one means a module and one entry in :data:`BACKENDS`.
-"""
+==========================  ========================================================"""
 
 from __future__ import annotations
 
@@ -21,24 +10,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ._knobs import FaultLedger, Knobs, parse_knobs
 from .base import NamingPolicy, Replicator, ReplicatorError, parse_naming
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
 
 __all__ = [
+    "FaultLedger",
+    "Knobs",
     "NamingPolicy",
     "Replicator",
     "ReplicatorError",
     "ReplicatorOptions",
     "ReplicatorSpec",
     "make_replicator",
+    "parse_knobs",
     "parse_naming",
     "parse_replicator_spec",
 ]
 
 ACCEPTED = (
-    "reference | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
+    "reference | reference:KNOBS (e.g. reference:drop=0.01,seed=7) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX)"
 )
 
@@ -47,6 +40,11 @@ ACCEPTED = (
 class ReplicatorSpec:
     kind: str
     arg: str = ""
+
+    @property
+    def faults(self) -> Knobs:
+        """The fault knobs of a ``reference:KNOBS`` spec (none for other specs)."""
+        return parse_knobs(self.arg) if self.kind == "reference" and self.arg else Knobs()
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.arg}" if self.arg else self.kind
@@ -57,8 +55,10 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
     text = text.strip()
     kind, _, arg = text.partition(":")
     try:
-        if kind == "reference" and not arg:
-            return ReplicatorSpec("reference")
+        if kind == "reference":
+            if arg:
+                parse_knobs(arg)
+            return ReplicatorSpec("reference", arg)
         if kind == "mm2":
             if not arg:
                 return ReplicatorSpec("mm2")  # the path comes from --kafka-mirror-kafka-home
@@ -109,6 +109,7 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         naming=opts.naming or NamingPolicy(),
         startup_timeout=_startup(opts, 60.0),
         warmup_topic=opts.warmup_topic,
+        faults=spec.faults,
     )
 
 

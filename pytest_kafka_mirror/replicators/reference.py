@@ -1,23 +1,36 @@
-"""``reference``: the built-in consume/produce mirror, run as its own process."""
+"""``reference``: the built-in consume/produce mirror, run as its own process.
+
+It is also the fault injector that proves the verifier right: :meth:`ReferenceReplicator.set_faults`
+turns :class:`~pytest_kafka_mirror.replicators.Knobs` on per source topic while it runs,
+and :meth:`~ReferenceReplicator.ledger` tells exactly what it injected.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from .._process import ManagedProcess, wait_until
+from ..rundir import write_json_atomic
+from ._knobs import FaultLedger, Knobs
 from .base import NamingPolicy, ReplicatorError
 
 __all__ = ["ReferenceReplicator"]
+
+FAULTS_FILE = "faults.json"
+LEDGER_FILE = "fault-ledger.json"
 
 
 class ReferenceReplicator:
     """Controls one reference-mirror process between two clusters.
 
     ``topics`` is a regex over source topic names; topics created later that match it are
-    discovered within ``discovery_interval`` seconds.
+    discovered within ``discovery_interval`` seconds.  ``faults`` are the fault knobs of
+    every topic without knobs of its own (default: none; see :meth:`set_faults`).
     """
 
     def __init__(
@@ -31,6 +44,8 @@ class ReferenceReplicator:
         startup_timeout: float = 30.0,
         discovery_interval: float = 0.25,
         warmup_topic: str = "kafka-mirror-warmup",
+        faults: Knobs | None = None,
+        control_timeout: float = 15.0,
     ) -> None:
         self.spec = "reference"
         self.source_bootstrap = source_bootstrap
@@ -43,6 +58,78 @@ class ReferenceReplicator:
         self.warmup_topic = warmup_topic
         self.process: ManagedProcess | None = None
         self.starts = 0
+        self.default_faults = faults or Knobs()
+        self.topic_faults: dict[str, Knobs] = {}
+        self.control_timeout = control_timeout
+        self._generation = 0
+
+    # -- fault knobs -------------------------------------------------------------------
+
+    @property
+    def faults_path(self) -> Path:
+        return self.workdir / FAULTS_FILE
+
+    def _write_faults(self) -> int:
+        self._generation += 1
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.faults_path, {
+            "generation": self._generation,
+            "default": self.default_faults.to_dict(),
+            "topics": {t: k.to_dict() for t, k in sorted(self.topic_faults.items())},
+        })
+        return self._generation
+
+    def _await_generation(self, generation: int, what: str) -> None:
+        """Wait until the running mirror applied ``generation`` (a stopped one applies it at start)."""
+        if not self.running:
+            return
+        ack = self.faults_path.with_name(self.faults_path.name + ".ack")
+
+        def applied() -> bool:
+            try:
+                return int(json.loads(ack.read_text())) >= generation
+            except (OSError, ValueError):
+                return False
+
+        proc = self.process
+        try:
+            wait_until(lambda: applied() or not self.running, self.control_timeout, what,
+                       on_timeout=lambda: f"\nlast log lines:\n{proc.log_tail() if proc else ''}")
+        except TimeoutError as exc:
+            raise ReplicatorError(str(exc)) from None
+        if not applied():
+            raise ReplicatorError(f"the reference mirror exited before applying its fault knobs: "
+                                  f"{self.process.describe_exit() if self.process else ''}")
+
+    def set_faults(self, topics: str | Sequence[str] | None, knobs: Knobs | None) -> None:
+        """Inject ``knobs`` into the given source topics (``None`` topics: the default of all).
+
+        ``knobs=None`` returns the topics to the default.  Returns once the running mirror
+        applied them, so records produced afterwards meet the new knobs; records it already
+        buffered under old knobs of a topic are sent as they are.  Set knobs before
+        producing to a topic: the mirror reads every topic from offset 0.
+        """
+        if topics is None:
+            self.default_faults = knobs or Knobs()
+        else:
+            for topic in [topics] if isinstance(topics, str) else topics:
+                if knobs is None:
+                    self.topic_faults.pop(topic, None)
+                else:
+                    self.topic_faults[topic] = knobs
+        generation = self._write_faults()
+        self._await_generation(generation, f"the reference mirror to apply fault knobs generation {generation}")
+
+    def faults(self, topic: str) -> Knobs:
+        """The knobs in force for ``topic``."""
+        return self.topic_faults.get(topic, self.default_faults)
+
+    def ledger(self) -> FaultLedger:
+        """What the mirror injected so far, per source topic and knob (fresh from the process)."""
+        if self.running:
+            generation = self._write_faults()
+            self._await_generation(generation, "the reference mirror to write its fault ledger")
+        return FaultLedger.load(self.workdir / LEDGER_FILE)
 
     def target_topic(self, source_topic: str) -> str:
         return self.naming.target(source_topic)
@@ -62,7 +149,11 @@ class ReferenceReplicator:
             "--discovery-interval", str(self.discovery_interval),
             "--ready-file", str(ready),
             "--warmup-topic", self.warmup_topic,
+            "--faults", str(self.faults_path),
+            "--ledger", str(self.workdir / LEDGER_FILE),
         ]
+        self.faults_path.with_name(self.faults_path.name + ".ack").unlink(missing_ok=True)
+        self._write_faults()
         proc = ManagedProcess("reference mirror", argv, self.workdir / "reference-mirror.log")
         self.process = proc.start()
         self.starts += 1
@@ -111,7 +202,8 @@ class ReferenceReplicator:
 
     def describe(self) -> str:
         state = f"pid {self.process.pid}" if self.running and self.process else "stopped"
-        return f"reference mirror {self.source_bootstrap} -> {self.target_bootstrap} ({self.naming}; {state})"
+        faults = f"; faults {self.default_faults}" if self.default_faults.active else ""
+        return f"reference mirror {self.source_bootstrap} -> {self.target_bootstrap} ({self.naming}{faults}; {state})"
 
     def __enter__(self) -> ReferenceReplicator:
         self.start()

@@ -26,6 +26,15 @@ phantom, corrupted, headers_lost, foreign, lane_split
     records never acknowledged (rows, unknown producers included); bad payload checksum;
     metadata headers stripped; not our records at all; lanes seen in several target
     partitions.
+never_acked
+    sequences the producer sent but the source never acknowledged (a failed or missing
+    delivery report) that did not arrive either: not a replicator failure, so not counted
+    as lost, but shown because a flaky source explains many a "loss".
+lost_by_replicator / missing_in_source
+    three-log reconciliation, only when the run also captured the *source* topics
+    (``reconciled``): each acknowledged record that never arrived was either in the source
+    log (the replicator lost it) or absent from it too (the source cluster lost an
+    acknowledged write: not the replicator's fault).  The two add up to lost + unseen.
 
 Latency is that of the first arrival of each acknowledged record; percentiles are exact
 nearest-rank values (the value at rank ``ceil(q * count)``).
@@ -62,6 +71,7 @@ REPORT_VERSION = 1
 TOTAL_FIELDS = (
     "expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered",
     "phantom", "corrupted", "headers_lost", "foreign", "lane_split",
+    "never_acked", "lost_by_replicator", "missing_in_source",
 )  # fmt: skip
 
 #: Messages stay readable whatever the size of the failure: at most this many lanes,
@@ -84,7 +94,7 @@ class MissingRange:
 
     first: int
     last: int
-    kind: str  # "lost" | "unseen"
+    kind: str  # "lost" | "unseen", or "source" (absent from the source log too)
 
     @property
     def count(self) -> int:
@@ -99,7 +109,9 @@ class LaneStats:
     """Figures of one lane: (source topic, producer id, lane number).
 
     ``missing_ranges`` holds the first ranges in sequence order (the verifier caps how many
-    it keeps); ``missing_range_count`` is the exact number of ranges.
+    it keeps); ``missing_range_count`` is the exact number of ranges.  The same holds for
+    ``source_missing_ranges`` (kind ``"source"``): the acknowledged ranges absent from the
+    source log as well, filled only when the run captured the source (``reconciled``).
     """
 
     topic: str
@@ -117,8 +129,13 @@ class LaneStats:
     reordered: int = 0
     phantom: int = 0
     corrupted: int = 0
+    never_acked: int = 0
+    lost_by_replicator: int = 0
+    missing_in_source: int = 0
     missing_ranges: list[MissingRange] = field(default_factory=list)
     missing_range_count: int = 0
+    source_missing_ranges: list[MissingRange] = field(default_factory=list)
+    source_missing_range_count: int = 0
 
     @property
     def name(self) -> str:
@@ -141,7 +158,8 @@ class LaneStats:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LaneStats:
         d = dict(d)
-        d["missing_ranges"] = [MissingRange(**r) for r in d.get("missing_ranges", [])]
+        for name in ("missing_ranges", "source_missing_ranges"):
+            d[name] = [MissingRange(**r) for r in d.get(name, [])]
         return cls(**d)
 
 
@@ -199,14 +217,20 @@ def format_ranges(ranges: Sequence[MissingRange | tuple[int, int]], total: int |
     return ", ".join(parts)
 
 
-def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = MAX_EXAMPLES_SHOWN) -> str:
-    """A left-aligned text table of ``rows`` (missing values blank), capped at ``limit`` rows."""
+def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: int = MAX_EXAMPLES_SHOWN,
+                 total: int | None = None) -> str:
+    """A left-aligned text table of ``rows`` (missing values blank), capped at ``limit`` rows.
+
+    ``total`` is the number of rows there are when ``rows`` was already capped; the last
+    line counts the rows not shown.
+    """
     shown = [["" if r.get(c) is None else str(r.get(c)) for c in columns] for r in rows[:limit]]
     widths = [max([len(c)] + [len(row[i]) for row in shown]) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in shown]
-    if len(rows) > limit:
-        lines.append(f"... and {len(rows) - limit} more")
+    more = max(len(rows), total or 0) - len(shown)
+    if more > 0:
+        lines.append(f"... and {more} more")
     return "\n".join("    " + line for line in lines)
 
 
@@ -222,16 +246,25 @@ def _plural(n: int, word: str) -> str:
 
 
 #: Columns of the example tables, per anomaly.
+#: Every row names where to look: target partition and offset of the record itself, or, for
+#: records that never arrived, of the highest sequence of their lane that did
+#: (``arrived_seq``: the proof that the lane moved past a lost range).
 _EXAMPLE_COLUMNS: dict[str, tuple[str, ...]] = {
-    "lost": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "partition"),
-    "unseen": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "partition"),
-    "duplicated": ("topic", "producer_id", "lane", "seq", "copies", "at"),
+    "lost": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "arrived_seq", "partition", "offset"),
+    "unseen": ("topic", "producer_id", "lane", "seq", "last_seq", "count", "arrived_seq", "partition", "offset"),
+    "duplicated": ("topic", "producer_id", "lane", "seq", "copies", "partition", "offset", "at"),
     "reordered": ("topic", "producer_id", "lane", "seq", "after_seq", "partition", "offset"),
     "phantom": ("topic", "producer_id", "lane", "seq", "why", "copies", "partition", "offset"),
     "corrupted": ("topic", "producer_id", "lane", "seq", "partition", "offset"),
     "headers_lost": ("topic", "target_topic", "lane", "partition", "offset"),
     "foreign": ("target_topic", "partition", "offset", "evidence"),
+    # one row per (split lane, target partition): the lane's first record there
+    "lane_split": ("topic", "producer_id", "lane", "partition", "offset", "seq", "records"),
 }
+
+#: Example kinds whose rows are records counted one to one by the total of that name, so a
+#: message can say how many rows it did not show.
+_COUNTED_EXAMPLES = ("reordered", "corrupted", "headers_lost", "foreign")
 
 
 @dataclass
@@ -251,6 +284,11 @@ class MirrorReport:
     headers_lost: int = 0
     foreign: int = 0
     lane_split: int = 0
+    never_acked: int = 0
+    lost_by_replicator: int = 0
+    missing_in_source: int = 0
+    #: the run also captured the source topics: the loss figures are reconciled against them
+    reconciled: bool = False
     lanes: list[LaneStats] = field(default_factory=list)
     latency: LatencyStats = field(default_factory=LatencyStats)
     latency_by_topic: dict[str, LatencyStats] = field(default_factory=dict)
@@ -413,10 +451,15 @@ class MirrorReport:
 
     # -- assertions --------------------------------------------------------------------
 
-    def assert_no_loss(self) -> None:
-        """Every acknowledged record arrived at least once (lost + unseen == 0)."""
+    def assert_no_loss(self, *, allow_source_loss: bool = False) -> None:
+        """Every acknowledged record arrived at least once (lost + unseen == 0).
+
+        ``allow_source_loss=True`` (needs a run that captured the source topics) excuses the
+        records the source cluster itself lost: only ``lost_by_replicator`` must be 0, e.g.
+        in a scenario that kills a source broker on purpose.
+        """
         __tracebackhide__ = True
-        self._raise([self._check_loss()])
+        self._raise([self._check_loss(allow_source_loss)])
 
     def assert_in_order(self, max_reordered: int = 0) -> None:
         """At most ``max_reordered`` records arrived behind a higher sequence of their lane."""
@@ -462,15 +505,16 @@ class MirrorReport:
 
     def assert_ok(self, *, allow_duplicates: bool = False, max_reordered: int = 0, allow_phantoms: bool = False,
                   allow_headers_lost: bool = False, allow_foreign: bool = False, allow_lane_split: bool = False,
-                  p50_ms: float | None = None, p90_ms: float | None = None, p99_ms: float | None = None,
-                  p999_ms: float | None = None, max_ms: float | None = None) -> None:
+                  allow_source_loss: bool = False, p50_ms: float | None = None, p90_ms: float | None = None,
+                  p99_ms: float | None = None, p999_ms: float | None = None, max_ms: float | None = None) -> None:
         """Check everything at once and report every failure together.
 
         Loss and corruption always fail; the ``allow_*`` toggles state a scenario's
-        tolerance explicitly (e.g. ``allow_duplicates=True`` for at-least-once mirroring).
+        tolerance explicitly (e.g. ``allow_duplicates=True`` for at-least-once mirroring;
+        ``allow_source_loss=True``: see :meth:`assert_no_loss`).
         """
         __tracebackhide__ = True
-        checks = [self._check_loss(), self._check_corruption()]
+        checks = [self._check_loss(allow_source_loss), self._check_corruption()]
         if not allow_duplicates:
             checks.append(self._check_duplicates(0))
         checks.append(self._check_order(max_reordered))
@@ -515,10 +559,20 @@ class MirrorReport:
         rows = self.examples.get(anomaly) or []
         if not rows:
             return []
-        return [f"  examples ({anomaly}):", format_table(rows, _EXAMPLE_COLUMNS[anomaly])]
+        total = getattr(self, anomaly) if anomaly in _COUNTED_EXAMPLES else len(rows)
+        shown = min(len(rows), MAX_EXAMPLES_SHOWN)
+        head = f"  examples ({anomaly}" + (f", {shown} of {total}" if total > shown else "") + "):"
+        return [head, format_table(rows, _EXAMPLE_COLUMNS[anomaly], total=total)]
 
-    def _check_loss(self) -> str | None:
-        if self.lost + self.unseen == 0:
+    def _check_loss(self, allow_source_loss: bool = False) -> str | None:
+        if allow_source_loss and not self.reconciled:
+            raise ValueError(
+                "allow_source_loss=True needs the source log to tell replicator loss from source loss, "
+                "and this run did not capture the source topics: produce with capture_source=True "
+                "(mirror_producer(..., capture_source=True) or MirrorRun(..., capture_source=True))"
+            )
+        missing = self.lost_by_replicator if allow_source_loss else self.lost + self.unseen
+        if missing == 0:
             return None
 
         def describe(lane: LaneStats) -> str:
@@ -532,17 +586,35 @@ class MirrorReport:
             shown = len(lane.missing_ranges)
             if lane.missing_range_count > shown:
                 parts.append(f"... and {lane.missing_range_count - shown} more ranges")
+            if lane.missing_in_source:
+                parts.append("of these missing in the source "
+                             + format_ranges(lane.source_missing_ranges, lane.source_missing_range_count))
             return "; ".join(parts)
 
+        total = self.lost + self.unseen
         lines = [
             (
-                f"at-least-once violated: {self.lost + self.unseen} of {self.expected} acknowledged records never "
+                f"at-least-once violated: {total} of {self.expected} acknowledged records never "
                 f"arrived (lost {self.lost}: a later record of the lane arrived; unseen {self.unseen}: nothing later "
                 f"arrived, the tail was not drained or the lane is gone)"
-            ),
-            *self._lane_lines(lambda s: s.lost + s.unseen > 0, describe),
+            )
         ]
-        return "\n".join(lines + self._examples("lost") + self._examples("unseen"))
+        if self.reconciled:
+            lines.append(
+                f"  source log: {self.lost_by_replicator} lost by the replicator (in the source log, absent on the "
+                f"target), {self.missing_in_source} missing in the source (acknowledged, yet absent from the source "
+                f"log: the source cluster lost {'it' if self.missing_in_source == 1 else 'them'})"
+                + (" -- tolerated (allow_source_loss=True)" if allow_source_loss else "")
+            )
+        if self.never_acked:
+            lines.append(f"  not counted: {_plural(self.never_acked, 'record')} sent but never acknowledged by the "
+                         f"source did not arrive either")
+        lines += self._lane_lines(
+            lambda s: (s.lost_by_replicator if allow_source_loss else s.lost + s.unseen) > 0, describe)
+        lines += self._examples("lost") + self._examples("unseen")
+        if not self.reconciled:
+            lines.append("  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.")
+        return "\n".join(lines)
 
     def _check_order(self, max_reordered: int) -> str | None:
         if self.reordered <= max_reordered:
@@ -622,7 +694,7 @@ class MirrorReport:
             ),
             *self._lane_lines(lambda s: len(s.partitions) > 1, lambda s: "split"),
         ]
-        return "\n".join(lines)
+        return "\n".join(lines + self._examples("lane_split"))
 
     def _check_latency(self, **limits: float | None) -> str | None:
         failures = []

@@ -3,13 +3,14 @@
 Spark is slow to start and each verification costs about a second even on tiny data, so
 most checks share a few run directories verified once per module: the "zoo" holds one
 lane per anomaly, the "clean" run has known latencies, and a seeded random run is checked
-lane by lane against a brute-force oracle (tests/synthetic.py).
+lane by lane against the brute-force oracle (``pytest_kafka_mirror.verify.oracle``).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -28,9 +29,10 @@ from pytest_kafka_mirror.verify import (
     get_spark,
     verify_run,
 )
+from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
 from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
-from tests.synthetic import SyntheticRun, oracle
+from tests.synthetic import SyntheticRun, assert_same_report
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -38,20 +40,8 @@ if TYPE_CHECKING:
 LaneKey = tuple[str, str, int]
 
 
-def _figures(stats: LaneStats) -> dict[str, Any]:
-    """A lane's figures in the shape of tests.synthetic.ExpectedLane."""
-    return {
-        "expected": stats.expected, "received": stats.received, "distinct": stats.distinct, "lost": stats.lost,
-        "unseen": stats.unseen, "duplicated": stats.duplicated, "reordered": stats.reordered,
-        "phantom": stats.phantom, "corrupted": stats.corrupted, "partitions": stats.partitions,
-        "missing": [(r.first, r.last, r.kind) for r in stats.missing_ranges],
-    }
-
-
-def _check_against_oracle(run: SyntheticRun, report: MirrorReport) -> None:
-    want = {key: vars(e) for key, e in oracle(run).items()}
-    got = {(s.topic, s.producer_id, s.lane): _figures(s) for s in report.lanes}
-    assert got == want
+def _check_against_oracle(run: SyntheticRun, report: MirrorReport, **kw: Any) -> None:
+    assert_same_report(report, oracle_report(run.run_dir, **kw))
 
 
 # -- the zoo: one lane per anomaly ---------------------------------------------------------
@@ -114,6 +104,11 @@ def test_zoo_totals_are_exact(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         "headers_lost": 3,
         "foreign": 2,
         "lane_split": 1,
+        # lane 12 was sent from 0 but acked from 65530; lanes 7 and 10 have unacked 10-14 and
+        # 10-11, of which 10 and 13 of lane 7 arrived (as phantoms).
+        "never_acked": 65530 + 3 + 2,
+        "lost_by_replicator": 0,
+        "missing_in_source": 0,
     }
 
 
@@ -178,7 +173,7 @@ def test_assert_no_loss_message(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
     msg = str(excinfo.value)
     assert msg.splitlines()[0].endswith(
         "expected 481, received 340 (335 distinct): lost 20, unseen 133, duplicated 5, reordered 6, phantom 7, "
-        "corrupted 2, headers lost 3, foreign 2, lane split 1")
+        "corrupted 2, headers lost 3, foreign 2, lane split 1, never acked 65535")
     for line in [
         "  orders/p1/lane 1 (target partition 1): lost 10-14, 50; unseen 90-99",
         "  orders/p1/lane 2 (source partition 2, nothing arrived): unseen 0-49",
@@ -214,6 +209,78 @@ def test_assertion_messages(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         report.assert_no_foreign()
     with pytest.raises(MirrorMismatchError, match=r"orders/p1/lane 9 \(target partitions 1, 9\): split"):
         report.assert_no_lane_split()
+
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def _golden(name: str, text: str) -> None:
+    """``text`` equals the golden file ``name``; KAFKA_MIRROR_UPDATE_GOLDEN=1 rewrites it."""
+    __tracebackhide__ = True
+    path = GOLDEN / name
+    if os.environ.get("KAFKA_MIRROR_UPDATE_GOLDEN"):
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text(), f"message differs from {path} (KAFKA_MIRROR_UPDATE_GOLDEN=1 to accept)"
+
+
+def test_assert_ok_message_golden(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
+    """The whole diff-like message of the zoo: totals, per-lane ranges, examples, truncation."""
+    with pytest.raises(MirrorMismatchError) as e:
+        zoo[1].assert_ok(p99_ms=1)
+    _golden("zoo-assert-ok.txt", str(e.value).replace(str(zoo[0].run_dir), "RUN_DIR") + "\n")
+
+
+@pytest.fixture(scope="module")
+def reconciled(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> MirrorReport:
+    """A run with a source log: the replicator lost some records, the source others."""
+    run = SyntheticRun(tmp_path_factory.mktemp("reconciled"))
+    orders = run.lane("orders", pid="p1", lane=0, acked=range(100), failed=[102], sent=105)
+    orders.deliver([*range(20), *range(30, 90), 101]).in_source([*range(25), *range(27, 105)])
+    run.lane("orders", pid="p1", lane=1, acked=range(50)).deliver(range(50)).in_source(range(50))
+    # Only the source lost records here: a broker restart wiped 40-49 before they were mirrored.
+    run.lane("orders", pid="p2", lane=0, acked=range(50)).deliver(range(40)).in_source(range(40))
+    report = verify_run(run.write(), spark=spark)
+    assert_same_report(report, oracle_report(run.run_dir))
+    return report
+
+
+def test_reconciliation_counts_and_ranges(reconciled: MirrorReport) -> None:
+    report = reconciled
+    assert report.reconciled
+    # p1/0 misses 20-29 and 90-99, both lost (the phantom 101 arrived later); p2/0 misses 40-49.
+    assert (report.lost, report.unseen, report.lost_by_replicator, report.missing_in_source) == (20, 10, 18, 12)
+    assert report.never_acked == 4  # 100-104 were not acknowledged; 101 arrived (a phantom)
+    lane = report.lane("orders", "p1", 0)
+    assert (lane.lost_by_replicator, lane.missing_in_source, lane.never_acked, lane.phantom) == (18, 2, 4, 1)
+    assert [(r.first, r.last, r.kind) for r in lane.source_missing_ranges] == [(25, 26, "source")]
+    assert [(r.first, r.last, r.kind) for r in report.lane("orders", "p2", 0).source_missing_ranges] == [
+        (40, 49, "source")]
+    assert report.examples["phantom"][0]["why"] == "not acknowledged"
+
+
+def test_reconciled_loss_message_golden(reconciled: MirrorReport) -> None:
+    with pytest.raises(MirrorMismatchError) as e:
+        reconciled.assert_no_loss()
+    _golden("reconciled-assert-no-loss.txt", str(e.value).replace(reconciled.run_dir, "RUN_DIR") + "\n")
+    # Excusing what the source lost still fails on what the replicator lost, and only that.
+    with pytest.raises(MirrorMismatchError) as e:
+        reconciled.assert_no_loss(allow_source_loss=True)
+    msg = str(e.value)
+    assert "-- tolerated (allow_source_loss=True)" in msg
+    assert "orders/p1/lane 0" in msg and "orders/p2/lane 0" not in msg
+
+
+def test_allow_source_loss_passes_when_only_the_source_lost(reconciled: MirrorReport) -> None:
+    from dataclasses import replace
+
+    only_source = replace(reconciled, lanes=[s for s in reconciled.lanes if s.producer_id == "p2"],
+                          lost=0, unseen=10, lost_by_replicator=0, missing_in_source=10)
+    only_source.assert_no_loss(allow_source_loss=True)
+    with pytest.raises(MirrorMismatchError, match="at-least-once violated: 10 of 200"):
+        only_source.assert_no_loss()
+    with pytest.raises(ValueError, match=r"allow_source_loss=True needs the source log .* capture_source=True"):
+        replace(only_source, reconciled=False).assert_ok(allow_source_loss=True)
 
 
 def test_assert_ok_reports_every_failure(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
@@ -396,7 +463,10 @@ def test_message_caps_lanes_and_round_trips(tmp_path: Path) -> None:
     assert lines[0] == (
         "mirror mismatch in /runs/1: expected 75000, received 73750 (73750 distinct): lost 1000, unseen 250")
     assert "  orders/p-1a2b/lane 3 (target partition 3): lost 1200-1239; unseen 2990-2999" in lines
-    assert lines[-1] == "  ... and 5 more lanes"
+    assert lines[-2:] == [
+        "  ... and 5 more lanes",
+        "  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.",
+    ]
     assert MirrorReport.load(report.write(tmp_path / "r.json")) == report
     assert MirrorReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
 

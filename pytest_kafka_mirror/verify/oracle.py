@@ -1,0 +1,277 @@
+"""The verifier's report computed the obvious way, in plain Python: a test oracle.
+
+:func:`oracle_report` reads the same run directory as :func:`verify_run
+<pytest_kafka_mirror.verify.verify_run>` and returns the same :class:`MirrorReport`, every
+figure, missing range, example row and latency percentile included, built from sets and
+loops over every row, with none of the job's shortcuts (range arithmetic, top-K queries,
+bucketed percentiles).  The plugin's tests check that the two agree exactly on thousands
+of generated histories; users can run it on small runs (everything is held in memory) to
+cross-check a surprising report without Spark::
+
+    from pytest_kafka_mirror.verify.oracle import oracle_report
+    assert oracle_report(run_dir) == verify_run(run_dir)   # up to the float mean latency
+
+Only input parsing (manifests, the capture schema) and the wording of a phantom's reason
+are shared with the Spark job.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_kafka_mirror.rundir import CAPTURE_DIR, SOURCE_DIR, load_manifests
+from pytest_kafka_mirror.verify._latency import PERCENTILES, nearest_rank
+from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, read_status
+from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange, compact_ranges
+
+__all__ = ["oracle_report"]
+
+LaneKey = tuple[str, str, int]
+_MAX_COPIES_SHOWN = 5
+
+
+def _read_rows(capture_dir: Path) -> list[dict[str, Any]]:
+    """Every row of the capture segments (none when the directory is absent or empty)."""
+    if not capture_dir.is_dir():
+        return []
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = []
+    for path in sorted(capture_dir.rglob("*.parquet")):
+        rows += pq.read_table(path).to_pylist()
+    return rows
+
+
+def _ours(rows: Iterable[dict[str, Any]]) -> dict[LaneKey, list[dict[str, Any]]]:
+    """Identified rows (metadata intact) by lane, each lane in (partition, offset) order."""
+    lanes: dict[LaneKey, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        if r["kind"] in ("headers", "body") and None not in (r["producer_id"], r["lane"], r["seq"]):
+            lanes[(r["topic"], r["producer_id"], r["lane"])].append(r)
+    for got in lanes.values():
+        got.sort(key=lambda r: (r["partition"], r["offset"]))
+    return lanes
+
+
+def _by_arrival(r: dict[str, Any]) -> tuple[int, int, int]:
+    return (r["arrival_ts_us"], r["partition"], r["offset"])
+
+
+def _nulls_first(*values: Any) -> tuple[Any, ...]:
+    """A sort key that orders None first, as Spark's ascending orderBy does."""
+    return tuple((v is not None, v) for v in values)
+
+
+def _missing(want: set[int], have: set[int], top: int | None, tail: bool) -> list[MissingRange]:
+    """Compacted ranges of ``want - have``; kind lost/unseen by ``top`` (the lane max), else "source"."""
+    out = []
+    for a, b in compact_ranges(want - have):
+        kind = ("lost" if top is not None and top > b else "unseen") if tail else "source"
+        out.append(MissingRange(a, b, kind))
+    return out
+
+
+def _latency(values: list[int], bounds: Sequence[float]) -> LatencyStats:
+    histogram = [0] * (len(bounds) + 1)
+    for v in values:
+        histogram[next((i for i, b in enumerate(bounds) if v <= b * 1000.0), len(bounds))] += 1
+    if not values:
+        return LatencyStats(histogram=histogram)
+    ordered = sorted(values)
+    return LatencyStats(
+        count=len(ordered),
+        min_ms=ordered[0] / 1000.0,
+        mean_ms=sum(ordered) / len(ordered) / 1000.0,
+        max_ms=ordered[-1] / 1000.0,
+        histogram=histogram,
+        **{figure: ordered[nearest_rank(q, len(ordered)) - 1] / 1000.0 for q, figure in PERCENTILES},
+    )
+
+
+def oracle_report(
+    run_dir: str | os.PathLike[str],
+    *,
+    examples: int = 20,
+    histogram_bounds_ms: Sequence[float] = DEFAULT_BOUNDS,
+    max_ranges: int = 100,
+) -> MirrorReport:
+    """The :class:`MirrorReport` of a run directory, by brute force (see the module docstring)."""
+    run = Path(run_dir)
+    if not load_manifests(run):
+        raise FileNotFoundError(f"no manifest-*.json in run directory {run}")
+    bounds = sorted(float(b) for b in histogram_bounds_ms if float(b) != float("inf"))
+    examples, max_ranges = max(examples, 0), max(max_ranges, 0)
+    meta, topics = manifest_lanes(run)
+
+    acked: dict[LaneKey, set[int]] = defaultdict(set)
+    sent: dict[LaneKey, int] = defaultdict(int)
+    for m in load_manifests(run):
+        for lm in m.lanes:
+            key = (lm.topic, m.producer_id, lm.lane)
+            sent[key] = max(sent[key], lm.sent)
+            for a, b in lm.acked:
+                acked[key].update(range(a, b + 1))
+    rows = _read_rows(run / CAPTURE_DIR)
+    ours = _ours(rows)
+    reconciled = (run / SOURCE_DIR).is_dir()
+    source = {key: {r["seq"] for r in got} for key, got in _ours(_read_rows(run / SOURCE_DIR / CAPTURE_DIR)).items()}
+
+    lanes: list[LaneStats] = []
+    first_copy: dict[tuple[LaneKey, int], list[dict[str, Any]]] = {}  # copies in arrival order
+    reordered_at: list[dict[str, Any]] = []
+    latencies: dict[str, list[int]] = defaultdict(list)
+    for key in sorted(meta.keys() | ours.keys()):
+        want, got = acked.get(key, set()), ours.get(key, [])
+        lane_meta = meta.get(key)
+        seqs = {r["seq"] for r in got}
+        top = max(seqs, default=None)
+        s = LaneStats(
+            topic=key[0], producer_id=key[1], lane=key[2],
+            target_topic=lane_meta.target_topic if lane_meta else topics.get(key[0]),
+            source_partition=lane_meta.partition if lane_meta else None,
+            partitions=sorted({r["partition"] for r in got}),
+            expected=len(want), received=len(got), distinct=len(seqs),
+            phantom=sum(1 for r in got if r["seq"] not in want),
+            corrupted=sum(1 for r in got if r["checksum_ok"] is False),
+            never_acked=len(set(range(sent.get(key, 0))) - want - seqs),
+        )
+        s.duplicated = s.received - s.distinct
+        missing = _missing(want, seqs, top, tail=True)
+        s.lost = sum(r.count for r in missing if r.kind == "lost")
+        s.unseen = sum(r.count for r in missing if r.kind == "unseen")
+        s.missing_ranges, s.missing_range_count = missing[:max_ranges], len(missing)
+        if reconciled:
+            gone = _missing(want, seqs | source.get(key, set()), top, tail=False)
+            s.missing_in_source = sum(r.count for r in gone)
+            s.lost_by_replicator = s.lost + s.unseen - s.missing_in_source
+            s.source_missing_ranges, s.source_missing_range_count = gone[:max_ranges], len(gone)
+
+        by_seq: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for r in got:
+            by_seq[r["seq"]].append(r)
+        for seq, copies in by_seq.items():
+            copies.sort(key=_by_arrival)
+            first_copy[(key, seq)] = copies
+            if seq in want and copies[0]["produce_ts_us"] is not None:
+                latencies[key[0]].append(copies[0]["arrival_ts_us"] - copies[0]["produce_ts_us"])
+        # Reordered: per target partition, in offset order, the first copy of a seq behind
+        # a higher seq that came first.
+        late: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # seq -> (partition, offset, after)
+        for p in s.partitions:
+            highest, first_seen = None, set()
+            for r in (r for r in got if r["partition"] == p):
+                if r["seq"] in first_seen:
+                    continue
+                first_seen.add(r["seq"])
+                if highest is not None and r["seq"] < highest:
+                    late[r["seq"]].append((p, r["offset"], highest))
+                highest = r["seq"] if highest is None else max(highest, r["seq"])
+        s.reordered = sum(len(v) for v in late.values())
+        for seq, where in late.items():
+            p, o, after = min(where)
+            reordered_at.append({"topic": key[0], "producer_id": key[1], "lane": key[2], "seq": seq,
+                                 "after_seq": after, "partition": p, "offset": o})
+        lanes.append(s)
+
+    kinds: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        kinds[r["kind"]].append(r)
+    report = MirrorReport(
+        run_dir=str(run),
+        headers_lost=len(kinds["headerless"]),
+        foreign=len(kinds["foreign"]),
+        lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
+        reconciled=reconciled,
+        lanes=lanes,
+        latency=_latency([v for vs in latencies.values() for v in vs], bounds),
+        latency_by_topic={t: _latency(vs, bounds) for t, vs in sorted(latencies.items())},
+        histogram_bounds_ms=bounds,
+        capture=read_status(run),
+    )
+    for name in ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
+                 "corrupted", "never_acked", "lost_by_replicator", "missing_in_source"):
+        setattr(report, name, sum(getattr(s, name) for s in lanes))
+    if examples:
+        report.examples = _examples(report, ours, acked, meta, first_copy, reordered_at, kinds, examples)
+    return report
+
+
+def _examples(
+    report: MirrorReport,
+    ours: dict[LaneKey, list[dict[str, Any]]],
+    acked: dict[LaneKey, set[int]],
+    meta: dict[LaneKey, Any],
+    first_copy: dict[tuple[LaneKey, int], list[dict[str, Any]]],
+    reordered_at: list[dict[str, Any]],
+    kinds: dict[str, list[dict[str, Any]]],
+    n: int,
+) -> dict[str, list[dict[str, Any]]]:
+    ex: dict[str, list[dict[str, Any]]] = {}
+
+    def ident(key: LaneKey, seq: int) -> dict[str, Any]:
+        return {"topic": key[0], "producer_id": key[1], "lane": key[2], "seq": seq}
+
+    def where(key: LaneKey, seq: int | None) -> tuple[int | None, int | None]:
+        copies = first_copy.get((key, seq)) if seq is not None else None
+        return (copies[0]["partition"], copies[0]["offset"]) if copies else (None, None)
+
+    for kind in ("lost", "unseen"):
+        rows = []
+        for s in report.lanes:
+            key = (s.topic, s.producer_id, s.lane)
+            top = max((r["seq"] for r in ours.get(key, [])), default=None)
+            for r in s.missing_ranges:
+                if r.kind == kind:
+                    p, o = where(key, top)
+                    rows.append({**ident(key, r.first), "last_seq": r.last, "count": r.count, "arrived_seq": top,
+                                 "partition": p, "offset": o})
+        if rows:
+            ex[kind] = rows[:n]
+
+    dup, phantom = [], []
+    for (key, seq), copies in sorted(first_copy.items()):
+        p, o = where(key, seq)
+        if len(copies) > 1:
+            at = ", ".join(f"{c['partition']}:{c['offset']}" for c in copies[:_MAX_COPIES_SHOWN])
+            dup.append({**ident(key, seq), "copies": len(copies), "partition": p, "offset": o,
+                        "at": at + (", ..." if len(copies) > _MAX_COPIES_SHOWN else "")})
+        if seq not in acked.get(key, set()):
+            phantom.append({**ident(key, seq), "copies": len(copies), "partition": p, "offset": o,
+                            "why": phantom_reason(meta, key, seq)})
+    corrupted = sorted(
+        ({**ident((r["topic"], r["producer_id"], r["lane"]), r["seq"]), "partition": r["partition"],
+          "offset": r["offset"]} for rows in ours.values() for r in rows if r["checksum_ok"] is False),
+        key=lambda r: (r["topic"], r["producer_id"], r["lane"], r["seq"], r["partition"], r["offset"]),
+    )
+    reordered = sorted(reordered_at, key=lambda r: (r["topic"], r["producer_id"], r["lane"], r["partition"],
+                                                    r["offset"]))
+    headers_lost = sorted(
+        ({k: r[k] for k in ("topic", "target_topic", "lane", "partition", "offset")} for r in kinds["headerless"]),
+        key=lambda r: _nulls_first(r["topic"], r["lane"], r["partition"], r["offset"]),
+    )
+    foreign = sorted(
+        ({k: r[k] for k in ("target_topic", "partition", "offset", "evidence")} for r in kinds["foreign"]),
+        key=lambda r: _nulls_first(r["target_topic"], r["partition"], r["offset"]),
+    )
+    split = []
+    for s in report.lanes:
+        if len(s.partitions) > 1:
+            key = (s.topic, s.producer_id, s.lane)
+            for p in s.partitions:
+                there = [r for r in ours[key] if r["partition"] == p]
+                head = min(there, key=lambda r: r["offset"])
+                split.append({**ident(key, head["seq"]), "partition": p, "offset": head["offset"],
+                              "records": len(there)})
+    for name, rows, total in (
+        ("duplicated", dup, report.duplicated), ("phantom", phantom, report.phantom),
+        ("corrupted", corrupted, report.corrupted), ("reordered", reordered, report.reordered),
+        ("headers_lost", headers_lost, report.headers_lost), ("foreign", foreign, report.foreign),
+        ("lane_split", split, report.lane_split),
+    ):
+        if total:
+            ex[name] = rows[:n]
+    return ex
