@@ -4,7 +4,16 @@ Run as ``python -m pytest_kafka_mirror.replicators._reference_main --source BS -
 --topics REGEX [--prefix P] [--faults FILE --ledger FILE]``.  It discovers source topics
 matching REGEX by polling metadata (no consumer group: Tansu's group join is slow, and a
 mirror does not need one), creates each on the target with the same partition count, and
-copies every record with its key, value, headers, timestamp and partition.  SIGTERM
+copies every record with its key, value, headers, timestamp and partition.
+
+Committed positions (``--offsets FILE``), as MirrorMaker 1 commits its consumer offsets:
+per source partition, the offset after the last record the target acknowledged, in order
+(a failed delivery freezes its partition's position, so a restart copies it again).  The
+file is written every ``--commit-interval`` seconds and, after a final flush, on SIGTERM;
+a (re)started mirror resumes from it.  So a graceful restart copies nothing twice, and a
+SIGKILL re-copies at most what arrived since the last commit: at-least-once, as every
+replicator without transactions.  Topics with active fault knobs are not committed (their
+stages hold and reorder records): a restart copies them again from the start.  SIGTERM
 flushes and exits 0.
 
 Fault injection (``replicators/_knobs.py``): ``--faults FILE`` is a JSON control file
@@ -24,6 +33,7 @@ import re
 import signal
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup-topic", default="", help="target topic for one warm-up record ('' = none)")
     ap.add_argument("--faults", type=Path, help="JSON control file of fault knobs (re-read when it changes)")
     ap.add_argument("--ledger", type=Path, help="where to write the ledger of injected faults")
+    ap.add_argument("--offsets", type=Path, help="committed positions: read at start, written as records are acked")
+    ap.add_argument("--commit-interval", type=float, default=1.0, help="seconds between two commits")
     args = ap.parse_args(argv)
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
@@ -83,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         "acks": "all",
         "linger.ms": 5,
         "queue.buffering.max.messages": 500000,
+        # librdkafka refuses records over message.max.bytes (1 MB by default) before sending
+        # them; a mirror must pass on whatever the source accepted.
+        "message.max.bytes": 16 * 1024 * 1024,
     })
     src_admin = AdminClient({"bootstrap.servers": args.source})
     dst_admin = AdminClient({"bootstrap.servers": args.target})
@@ -106,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         while True:
             try:
                 producer.produce(prefix + rec.topic, rec.value, rec.key, partition=rec.partition,
-                                 headers=rec.headers, timestamp=rec.timestamp or 0, on_delivery=on_delivery)
+                                 headers=rec.headers, timestamp=rec.timestamp or 0, on_delivery=count_errors)
                 return
             except BufferError:
                 producer.poll(0.05)
@@ -158,11 +173,50 @@ def main(argv: list[str] | None = None) -> int:
         write_ledger()
         write_json_atomic(args.faults.with_name(args.faults.name + ".ack"), generation)
 
-    def on_delivery(err: Any, msg: Any) -> None:
+    # -- committed positions (see the module docstring) ---------------------------------
+    committed: dict[tuple[str, int], int] = {}  # source (topic, partition) -> next offset to copy
+    if args.offsets is not None and args.offsets.exists():
+        try:
+            saved = json.loads(args.offsets.read_text())
+            committed = {(t, int(p)): int(o) for t, parts in saved.items() for p, o in parts.items()}
+            _log(f"resuming from {len(committed)} committed positions in {args.offsets}")
+        except (OSError, ValueError, AttributeError) as exc:
+            _log(f"ignoring unreadable committed positions {args.offsets}: {exc}")
+    # Source offsets in produce order per target (topic, partition): an idempotent producer
+    # reports deliveries of one partition in order, so each report pops the oldest.
+    inflight: dict[tuple[str, int], deque[int]] = {}
+    frozen: set[tuple[str, int]] = set()  # a delivery failed: never commit past it
+    last_commit = time.monotonic()
+
+    def count_errors(err: Any, msg: Any) -> None:
+        """Delivery report of a record that went through fault stages: not committed."""
         nonlocal errors, last_error
         if err is not None:
             errors += 1
             last_error = str(err)
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        count_errors(err, msg)
+        queue = inflight.get((msg.topic(), msg.partition()))
+        if not queue:
+            return
+        offset = queue.popleft()
+        key = (msg.topic()[len(prefix):], msg.partition())
+        if err is not None:
+            frozen.add(key)
+        elif key not in frozen:
+            committed[key] = offset + 1
+
+    def commit() -> None:
+        nonlocal last_commit
+        last_commit = time.monotonic()
+        if args.offsets is None:
+            return
+        out: dict[str, dict[str, int]] = {}
+        for (topic, part), off in committed.items():
+            if topic not in engines:
+                out.setdefault(topic, {})[str(part)] = off
+        write_json_atomic(args.offsets, out)
 
     def discover() -> None:
         md = src_admin.list_topics(timeout=5)
@@ -183,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                 except KafkaException as exc:
                     if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                         raise
-            new += [TopicPartition(name, p, 0) for p in range(have, n)]
+            # From the committed position (a restart), else offset 0 (see the consumer config).
+            new += [TopicPartition(name, p, committed.get((name, p), 0)) for p in range(have, n)]
             assigned[name] = n
             set_engine(name)
             _log(f"mirroring {name} partitions {have}..{n - 1} -> {target}")
@@ -229,10 +284,11 @@ def main(argv: list[str] | None = None) -> int:
                 for out in engine.feed(rec, now):
                     send(out)
                 continue
+            target_tp = (prefix + m.topic(), m.partition())
             while True:
                 try:
                     produce(
-                        prefix + m.topic(),
+                        target_tp[0],
                         m.value(),
                         m.key(),
                         partition=m.partition(),
@@ -243,6 +299,10 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 except BufferError:
                     producer.poll(0.05)
+            queue = inflight.get(target_tp)
+            if queue is None:
+                queue = inflight[target_tp] = deque()
+            queue.append(m.offset())
         for engine in engines.values():
             for out in engine.tick(now):
                 send(out)
@@ -256,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             except KafkaException as exc:
                 _log(f"topic discovery failed (will retry): {exc}")
             next_discovery = now + args.discovery_interval
+        if now - last_commit >= args.commit_interval:
+            commit()
         if now >= next_status:
             _log(f"copied {copied} records, {errors} delivery errors{' (last: ' + last_error + ')' if errors else ''}")
             next_status = now + STATUS_EVERY
@@ -265,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         for out in engine.release():
             send(out)
     left = producer.flush(10)
+    commit()  # after the flush: every copied record is acknowledged (or frozen its partition)
     consumer.close()
     write_ledger()
     _log(f"stopped: copied {copied} records, {errors} delivery errors, {left} unflushed")

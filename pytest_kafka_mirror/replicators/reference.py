@@ -23,6 +23,8 @@ __all__ = ["ReferenceReplicator"]
 
 FAULTS_FILE = "faults.json"
 LEDGER_FILE = "fault-ledger.json"
+#: committed source positions (see _reference_main): a restart resumes from them
+OFFSETS_FILE = "committed-offsets.json"
 
 
 class ReferenceReplicator:
@@ -151,6 +153,8 @@ class ReferenceReplicator:
             "--warmup-topic", self.warmup_topic,
             "--faults", str(self.faults_path),
             "--ledger", str(self.workdir / LEDGER_FILE),
+            # committed positions survive restarts of this replicator (not of its workdir)
+            "--offsets", str(self.workdir / OFFSETS_FILE),
         ]
         self.faults_path.with_name(self.faults_path.name + ".ack").unlink(missing_ok=True)
         self._write_faults()
