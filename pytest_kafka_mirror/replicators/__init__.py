@@ -31,8 +31,9 @@ __all__ = [
 ]
 
 ACCEPTED = (
-    "reference | reference:KNOBS (e.g. reference:drop=0.01,seed=7) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
-    "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX)"
+    "reference | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
+    "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
+    "e.g. reference:drop=0.01,seed=7)"
 )
 
 
@@ -50,6 +51,10 @@ class ReplicatorSpec:
         return f"{self.kind}:{self.arg}" if self.arg else self.kind
 
 
+class _KnobsError(ValueError):
+    """A bad fault knob: its message already says what is accepted (see Knobs)."""
+
+
 def parse_replicator_spec(text: str) -> ReplicatorSpec:
     """Parse a replicator spec; raises ValueError naming the accepted forms."""
     text = text.strip()
@@ -57,7 +62,10 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
     try:
         if kind == "reference":
             if arg:
-                parse_knobs(arg)
+                try:
+                    parse_knobs(arg)
+                except ValueError as exc:
+                    raise _KnobsError(f"replicator spec {text!r}: {exc}") from None
             return ReplicatorSpec("reference", arg)
         if kind == "mm2":
             if not arg:
@@ -77,6 +85,8 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
             return ReplicatorSpec("command", arg)
         if kind == "external":
             return ReplicatorSpec("external", str(parse_naming(arg)))
+    except _KnobsError:
+        raise
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
     raise ValueError(f"unknown replicator spec {text!r}; accepted: {ACCEPTED}")

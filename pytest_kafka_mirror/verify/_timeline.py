@@ -58,7 +58,7 @@ def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None
     """Set ``report.timeline``, ``report.producers`` and ``report.topic_firsts``.
 
     ``firsts`` is the verification job's cached frame of distinct received records
-    (``range_id`` null for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
+    (``acked`` false for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
     """
     manifests = load_manifests(run_dir)
     report.producers = producer_figures(manifests)
@@ -72,7 +72,7 @@ def _topic_firsts(firsts: DataFrame) -> dict[str, dict[str, int]]:
     from pyspark.sql import functions as F
 
     rows = (
-        firsts.filter(F.col("range_id").isNotNull())
+        firsts.filter(F.col("acked"))
         .groupBy("topic")
         .agg(F.min("produce_ts_us").alias("first_produce_us"), F.min("arrival_ts_us").alias("first_arrival_us"))
         .collect()
@@ -107,7 +107,7 @@ def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str
     from pyspark.sql import functions as F
 
     acked = firsts.filter(
-        F.col("range_id").isNotNull() & F.col("arrival_ts_us").isNotNull() & F.col("produce_ts_us").isNotNull()
+        F.col("acked") & F.col("arrival_ts_us").isNotNull() & F.col("produce_ts_us").isNotNull()
     )
     lat = F.col("arrival_ts_us") - F.col("produce_ts_us")
     per_bucket = (

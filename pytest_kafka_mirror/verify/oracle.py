@@ -197,7 +197,56 @@ def oracle_report(
         setattr(report, name, sum(getattr(s, name) for s in lanes))
     if examples:
         report.examples = _examples(report, ours, acked, meta, first_copy, reordered_at, kinds, examples)
+    _figures_over_time(report, run, acked, first_copy)
     return report
+
+
+def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set[int]],
+                       first_copy: dict[tuple[LaneKey, int], list[dict[str, Any]]]) -> None:
+    """``timeline`` (exact nearest-rank percentiles per second), ``producers``, ``topic_firsts``.
+
+    The job's per-second percentiles come from 1 % buckets (``verify/_timeline.py``): they
+    are never below these exact values and at most 1 % above them.
+    """
+    from pytest_kafka_mirror.verify._recovery import with_missing_so_far
+    from pytest_kafka_mirror.verify._timeline import MAX_FILLED_SECONDS, producer_figures
+
+    manifests = load_manifests(run)
+    report.producers = producer_figures(manifests)
+    by_produce: dict[int, list[int]] = defaultdict(list)
+    arrived: dict[int, int] = defaultdict(int)
+    firsts: dict[str, dict[str, int]] = {}
+    for (key, seq), copies in first_copy.items():
+        first = copies[0]
+        if seq not in acked.get(key, ()) or first["produce_ts_us"] is None or first["arrival_ts_us"] is None:
+            continue
+        produce, arrival = first["produce_ts_us"], first["arrival_ts_us"]
+        by_produce[produce // 1_000_000].append(arrival - produce)
+        arrived[arrival // 1_000_000] += 1
+        f = firsts.setdefault(key[0], {"first_produce_us": produce, "first_arrival_us": arrival})
+        f["first_produce_us"] = min(f["first_produce_us"], produce)
+        f["first_arrival_us"] = min(f["first_arrival_us"], arrival)
+    report.topic_firsts = firsts
+    seconds: dict[int, dict[str, Any]] = {}
+
+    def second(t: int) -> dict[str, Any]:
+        return seconds.setdefault(t, {"t": t, "sent": 0, "received": 0, "arrived": 0, "p50_ms": None, "p99_ms": None})
+
+    for t, lats in by_produce.items():
+        lats.sort()
+        e = second(t)
+        e["received"] = len(lats)
+        e["p50_ms"] = lats[nearest_rank(0.5, len(lats)) - 1] / 1000.0
+        e["p99_ms"] = lats[nearest_rank(0.99, len(lats)) - 1] / 1000.0
+    for t, n in arrived.items():
+        second(t)["arrived"] = n
+    for m in manifests:
+        for t, n in m.stats.get("sent_per_second", []):
+            second(int(t))["sent"] += int(n)
+    if seconds and max(seconds) - min(seconds) <= MAX_FILLED_SECONDS:
+        for t in range(min(seconds), max(seconds) + 1):
+            second(t)
+    report.timeline = with_missing_so_far([seconds[t] for t in sorted(seconds)])
 
 
 def _examples(

@@ -279,7 +279,7 @@ def test_replicator_properties_from_every_source(tmp_path: Path) -> None:
     assert resolve(ini=ini).replicator_properties == (("tasks.max", "2"), ("a.b", "c=d"))
     env = {"KAFKA_MIRROR_REPLICATOR_PROPERTIES": "x=1\ny=2"}
     assert resolve(env=env).replicator_properties == (("x", "1"), ("y", "2"))
-    cli = {"kafka_mirror_replicator_properties": [(("k", "v"),), (("k2", "v2"),)]}  # a repeated flag
+    cli = {"kafka_mirror_replicator_properties": [("k", "v"), ("k2", "v2")]}  # a repeated flag, one pair each
     assert resolve(cli=cli, env=env).replicator_properties == (("k", "v"), ("k2", "v2"))
     with pytest.raises(SettingsError, match="ini key kafka_mirror_replicator_properties: 'novalue' is not KEY=VALUE"):
         resolve(ini={"kafka_mirror_replicator_properties": ["novalue"]})
