@@ -15,6 +15,7 @@ from .producer import MirrorProducer, ProducerError, TopicLanes
 from .replicators import FaultLedger, Knobs, NamingPolicy, Replicator, ReplicatorError
 from .rundir import LaneManifest, Manifest
 from .run import MirrorRun
+from .witness import Witness, witness
 
 if TYPE_CHECKING:
     from .verify import MirrorMismatchError, MirrorReport, verify_run
@@ -39,7 +40,9 @@ __all__ = [
     "Replicator",
     "ReplicatorError",
     "TopicLanes",
+    "Witness",
     "verify_run",
+    "witness",
 ]
 
 _LAZY = {"MirrorMismatchError", "MirrorReport", "verify_run"}

@@ -15,7 +15,7 @@ import pytest
 
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
 from .reporting import RESULTS_ATTR, SPOOL_KEY, SessionReporting
-from .session import KafkaMirrorSession, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
+from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -351,6 +351,16 @@ def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
     verifier = MirrorVerifier(_session(request.config), request.node.nodeid, params)
     request.node.stash[_VERIFIER_KEY] = verifier
     return verifier
+
+
+@pytest.fixture
+def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> MirrorFailover:
+    """``mirror_failover(run, wait=None, reset="latest")`` fails the run's witness groups
+    (``mirror_producer(..., witnesses=[witness(...)])``) over to the target and returns a
+    :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`: skipped and
+    re-read records, translations past the end of the log, rewinds, checkpoint staleness,
+    heartbeat lag, with ``assert_ok()`` and one assertion per check."""
+    return MirrorFailover(_session(request.config), mirror_env.replicator, request.node.nodeid)
 
 
 def _plain(value: Any) -> Any:

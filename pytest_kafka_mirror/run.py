@@ -29,7 +29,10 @@ from .rundir import REPORT_FILE, SOURCE_DIR, Manifest
 
 if TYPE_CHECKING:
     from .faults import Marker, Scheduled
+    from .replicators._checkpoints import CheckpointSettings
     from .verify import MirrorReport
+    from .verify.failover_report import FailoverReport
+    from .witness import Witness, WitnessMonitor
 
 __all__ = ["MirrorRun"]
 
@@ -78,6 +81,8 @@ class MirrorRun:
         #: faults as they happened, over every produce() of the run (see faults.py)
         self.markers: list[Marker] = []
         self._capture_started = False
+        #: witness consumer groups of each produce() call (see witness.py)
+        self.witnesses: list[WitnessMonitor] = []
         self._background: list[tuple[threading.Thread, list[BaseException]]] = []
         self._lock = threading.Lock()
 
@@ -109,6 +114,7 @@ class MirrorRun:
         topics: Sequence[str] | None = None,
         faults: Sequence[Scheduled] = (),
         on_counts: CountsCallback | None = None,
+        witnesses: Sequence[tuple[Witness, str]] = (),
     ) -> Manifest:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -123,7 +129,10 @@ class MirrorRun:
         happened is kept in :attr:`markers` (a fault that fails is recorded, and
         :meth:`fault_errors` reports it after the run: nothing measured is lost).
         ``on_counts`` receives live producer counts (see
-        :data:`~pytest_kafka_mirror.producer.CountsCallback`).
+        :data:`~pytest_kafka_mirror.producer.CountsCallback`).  ``witnesses``:
+        ``(Witness, group id)`` pairs, consumer groups on the source that read these
+        topics while they are produced and commit at their points (see
+        :mod:`~pytest_kafka_mirror.witness`, and :meth:`failover`).
         """
         from .faults import FaultSchedule
 
@@ -137,6 +146,12 @@ class MirrorRun:
         )
         topic_lanes = self._topic_lanes(chosen)
         producer.check_size(topic_lanes)
+        monitor = None
+        if witnesses:
+            from .witness import WitnessMonitor
+
+            monitor = WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses,
+                                     {t: self.partitions[t] for t in chosen}, end_timeout=self.drain_timeout)
         self.start_capture()
         if wait_for_target:
             waited = self.capture.wait_assigned(
@@ -146,6 +161,14 @@ class MirrorRun:
             )
             if self.target_wait_seconds is None:
                 self.target_wait_seconds = waited
+        if monitor is not None:
+            self.witnesses.append(monitor.start())
+
+        def on_start() -> None:
+            schedule.start()
+            if monitor is not None:
+                monitor.start_clock()
+
         try:
             manifest = producer.run(
                 topic_lanes,
@@ -155,9 +178,13 @@ class MirrorRun:
                 target_names=self.topics,
                 progress=lambda p: log.info("producing: %s", p),
                 warmup_topic=self.warmup_topic,
-                on_start=schedule.start,
+                on_start=on_start,
                 on_counts=on_counts,
             )
+        except BaseException:
+            if monitor is not None:
+                monitor.stop()
+            raise
         finally:
             # Faults still due after the last record (e.g. a restart at the end) happen
             # before the capture is told the producers are done.
@@ -169,6 +196,8 @@ class MirrorRun:
         manifest.write(self.run_dir)
         with self._lock:
             self.manifests.append(manifest)
+        if monitor is not None:
+            monitor.production_done(self.manifests)
         return manifest
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
@@ -206,6 +235,8 @@ class MirrorRun:
             self.capture.producers_done()
             if self.source_capture is not None:
                 self.source_capture.producers_done()
+            for monitor in self.witnesses:  # their "end" commits, while the capture drains
+                monitor.finish()
             t0 = time.monotonic()
             self.capture_status = self.capture.wait(timeout)
             log.info("capture ended (%s) after %.2f s of draining", self.capture_status.get("reason"), time.monotonic() - t0)
@@ -223,8 +254,21 @@ class MirrorRun:
         self.report.write(self.run_dir / REPORT_FILE)
         return self.report
 
+    def failover(self, settings: CheckpointSettings, *, wait: float | None = None, reset: str = "latest",
+                 emitter: str | None = None) -> FailoverReport:
+        """Fail the witness groups over to the target and check their translated offsets
+        (:func:`pytest_kafka_mirror.failover.check_failover`; ``settings``: the replicator's
+        ``checkpoints``).  Finishes the capture first: the checks compare with it."""
+        from .failover import check_failover
+
+        self.finish()
+        return check_failover(self.run_dir, self.target_bootstrap, settings, self.topics, wait=wait, reset=reset,
+                              emitter=emitter)
+
     def close(self) -> None:
         """Stop the captures if they still run (a test failed before verifying)."""
+        for monitor in self.witnesses:
+            monitor.stop()
         self.capture.stop()
         if self.source_capture is not None:
             self.source_capture.stop()

@@ -27,8 +27,11 @@ if TYPE_CHECKING:
     from .replicators import Replicator
     from .run import MirrorRun
     from .verify import MirrorReport
+    from .verify.failover_report import FailoverReport
+    from .witness import Witness
 
-__all__ = ["KafkaMirrorSession", "MirrorProducerFactory", "MirrorTopics", "MirrorVerifier", "WARMUP_TOPIC"]
+__all__ = ["WARMUP_TOPIC", "KafkaMirrorSession", "MirrorFailover", "MirrorProducerFactory", "MirrorTopics",
+           "MirrorVerifier"]
 
 log = logging.getLogger("pytest_kafka_mirror")
 
@@ -244,24 +247,37 @@ class MirrorProducerFactory:
         faults: Sequence[Scheduled] = (),
         capture_source: bool = False,
         producer_id: str | None = None,
+        witnesses: Sequence[Witness] = (),
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
         applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
 
         ``capture_source=True`` also captures the source topics, so the report tells records
-        lost by the replicator from records the source cluster lost.
+        lost by the replicator from records the source cluster lost.  ``witnesses``
+        (:func:`~pytest_kafka_mirror.witness.witness`) are consumer groups on the source
+        that consume and commit at chosen points, for ``mirror_failover(run)``.
         """
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
                            capture_source=capture_source)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
-                     wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id)
+                     wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id,
+                     witnesses=witnesses)
         return run
+
+    def witness_groups(self, witnesses: Sequence[Witness]) -> list[tuple[Witness, str]]:
+        """Test-unique group ids (``PREFIX-WORKER-TEST-uuid-NAME``): named like the test's
+        topics, so the replicator's group filter (its topic filter, or MM2's rendered
+        ``groups``) takes them, and no other test's replicator does."""
+        base = f"{self.topics.prefix}-{worker_id()}-{_slug(self.topics.test_name, 40)}-{uuid.uuid4().hex[:6]}"
+        return [(w, f"{base}-{w.name}") for w in witnesses]
 
     def produce(self, run: MirrorRun, **kwargs: Any) -> Any:
         """``run.produce(...)`` with this session's default format and message size."""
         s = self.session.settings
         kwargs["format"] = kwargs.get("format") or s.format
         kwargs["message_size"] = kwargs.get("message_size") or s.message_size
+        if kwargs.get("witnesses"):
+            kwargs["witnesses"] = self.witness_groups(kwargs["witnesses"])
         spool = self.session.metrics_spool
         kwargs.setdefault("on_counts", spool.producer_counts if spool else None)
         return run.produce(**kwargs)
@@ -326,4 +342,39 @@ class MirrorVerifier:
         self.results.append(result)
         if self.session.metrics_spool is not None:
             self.session.metrics_spool.verified(key, result.figures)
+        return report
+
+
+class MirrorFailover:
+    """``mirror_failover(run)`` → :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`.
+
+    Fails the run's witness groups over to the target and checks their translated offsets
+    (:mod:`pytest_kafka_mirror.failover`), with what the replicator says it does about
+    consumer groups (``replicator.checkpoints``: the reference mirror's and MM2's
+    properties).  A replicator that does not say (``command:``, ``external:``) skips the
+    test with the reason unless ``settings=`` is given.  The report is saved beside the
+    test's other reports as ``...-failover.json``.
+    """
+
+    def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str) -> None:
+        self.session = session
+        self.replicator = replicator
+        self.nodeid = nodeid
+        self.reports: list[FailoverReport] = []
+
+    def __call__(self, run: MirrorRun, *, wait: float | None = None, reset: str = "latest",
+                 settings: Any = None) -> FailoverReport:
+        __tracebackhide__ = True
+        settings = settings or getattr(self.replicator, "checkpoints", None)
+        if settings is None:
+            import pytest
+
+            pytest.skip(f"failover checks: the replicator {self.replicator.spec} does not say how it translates "
+                        "consumer-group offsets; pass mirror_failover(run, settings=CheckpointSettings(...))")
+        report = run.failover(settings, wait=wait, reset=reset,
+                              emitter=getattr(self.replicator, "heartbeat_emitter", None))
+        path = self.session.report_path(self.nodeid, len(self.reports))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report.write(path.with_name(path.stem + "-failover.json"))
+        self.reports.append(report)
         return report

@@ -13,7 +13,10 @@ distribution's layout and command-line interface:
   (SIGTERM ends it at once: Tansu's own graceful shutdown takes ~5 s);
 * ``bin/connect-mirror-maker.sh mm2.properties`` records its arguments, reads the
   bootstrap servers, the ``source->target.topics`` regex and the replication policy, and
-  execs the plugin's **reference mirror** with the prefix that policy implies.
+  execs the plugin's **reference mirror** with the prefix that policy implies; the
+  mirror reads MM2's consumer-group settings from the same file (checkpoints, group
+  offset sync, ``offset.lag.max``, heartbeats, ``groups``), so the failover checks run
+  against the fake MM2 as they would against a real one.
 
 What this proves: the plugin drives a distribution through its documented interface and
 handles its processes.  What it cannot prove: that a real Kafka accepts the rendered
@@ -96,7 +99,9 @@ case "$policy" in
   *) echo "fake mm2: unsupported policy $policy" >&2; exit 2 ;;
 esac
 echo "fake mm2: $src -> $dst topics /$topics/ prefix '$prefix'"
-exec @PYTHON@ -m pytest_kafka_mirror.replicators._reference_main --source "$src" --target "$dst" --topics "$topics" --prefix "$prefix"
+# The reference mirror reads MM2's consumer-group settings (checkpoints, group offset sync,
+# offset.lag.max, heartbeats, groups) from the same file and ignores the rest.
+exec @PYTHON@ -m pytest_kafka_mirror.replicators._reference_main --source "$src" --target "$dst" --topics "$topics" --prefix "$prefix" --properties "$props"
 """
 
 

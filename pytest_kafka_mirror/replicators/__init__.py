@@ -120,6 +120,7 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         startup_timeout=_startup(opts, 60.0),
         warmup_topic=opts.warmup_topic,
         faults=spec.faults,
+        properties=opts.properties,
     )
 
 

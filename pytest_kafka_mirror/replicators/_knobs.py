@@ -29,6 +29,14 @@ else passes through untouched.  A record goes through these stages, in order:
 9. ``delay_ms`` + ``jitter_ms``: each record waits that long (jitter: a seeded fraction of
    ``jitter_ms``), keeping partition order: latency, not reordering.
 
+Checkpoint knobs (:data:`CHECKPOINT_KNOBS`) leave the records alone and act on the
+consumer-group offsets the mirror translates (``_checkpoints.py``), and through them on
+the offsets it syncs to the target: ``translate_ahead=N`` translates N offsets too far
+(a failing-over consumer skips records), ``checkpoint_rewind=N`` emits checkpoints N
+offsets lower, past MM2's guard against rewinding (once, when set), and
+``stop_checkpoints_after=SECONDS`` stops checkpointing the topic that long after the knob
+took effect (heartbeats go on: the stale-checkpoint bug).
+
 Everything here is pure Python (no Kafka client), unit-tested without a broker.
 """
 
@@ -46,14 +54,17 @@ from typing import Any
 from ..records import HDR_PRODUCER, Kind, decode
 from ..verify.report import compact_ranges
 
-__all__ = ["LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord", "ledger_dump",
-           "parse_knobs", "resolve", "unit"]
+__all__ = ["CHECKPOINT_KNOBS", "LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord",
+           "ledger_dump", "parse_knobs", "resolve", "unit"]
 
 #: Ledger entries, in pipeline order ("stop_tail" lists the records held back right now).
 LEDGER_KNOBS = ("lose_producer", "drop", "corrupt", "strip_headers", "split", "duplicate", "replay", "reorder",
                 "stop_tail", "delay")
 
 _RANGE_KNOBS = ("drop_seqs", "replay")
+#: Knobs of the offset translation, not of the records: a topic with only these stays on
+#: the mirror's fast path (and keeps its offset syncs and commits).
+CHECKPOINT_KNOBS = ("translate_ahead", "checkpoint_rewind", "stop_checkpoints_after")
 
 
 @dataclass(frozen=True)
@@ -79,6 +90,9 @@ class Knobs:
     split_lanes: tuple[tuple[int, int], ...] = ()
     stop_tail: int = 0
     lose_producers: tuple[str, ...] = ()
+    translate_ahead: int = 0
+    checkpoint_rewind: int = 0
+    stop_checkpoints_after: float | None = None
 
     def __post_init__(self) -> None:
         def bad(name: str, value: Any, want: str) -> ValueError:
@@ -88,7 +102,7 @@ class Knobs:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise bad(name, value, "must be a rate between 0 and 1")
-        for name in ("reorder", "stop_tail"):
+        for name in ("reorder", "stop_tail", "translate_ahead", "checkpoint_rewind"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
                 raise bad(name, value, "must be a whole number >= 0")
@@ -96,6 +110,9 @@ class Knobs:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise bad(name, value, "must be a number of milliseconds >= 0")
+        after = self.stop_checkpoints_after
+        if after is not None and (not isinstance(after, (int, float)) or after < 0):
+            raise bad("stop_checkpoints_after", after, "must be a number of seconds >= 0")
         # Lists from JSON become tuples, so Knobs stay hashable and comparable.
         for name in _RANGE_KNOBS:
             ranges = tuple(tuple(int(x) for x in r) for r in getattr(self, name))
@@ -110,8 +127,14 @@ class Knobs:
 
     @property
     def active(self) -> bool:
-        """Whether any fault is on (a topic without any is mirrored on the fast path)."""
-        return any(getattr(self, f.name) != f.default for f in fields(self) if f.name not in ("seed", "reorder_flush_ms"))
+        """Whether any record fault is on (a topic without any is mirrored on the fast path)."""
+        return any(getattr(self, f.name) != f.default for f in fields(self)
+                   if f.name not in ("seed", "reorder_flush_ms", *CHECKPOINT_KNOBS))
+
+    @property
+    def checkpoint_faults(self) -> bool:
+        """Whether any checkpoint knob is on."""
+        return any(getattr(self, name) != getattr(Knobs, name) for name in CHECKPOINT_KNOBS)
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v != getattr(Knobs, k, None)}
@@ -152,7 +175,7 @@ def parse_knobs(text: str) -> Knobs:
                 values[name] = tuple(tuple(int(x) for x in item.split(":")) for item in raw.split("/") if item)
             elif name == "lose_producers":
                 values[name] = tuple(p for p in raw.split("/") if p)
-            elif name in ("seed", "reorder", "stop_tail"):
+            elif name in ("seed", "reorder", "stop_tail", "translate_ahead", "checkpoint_rewind"):
                 values[name] = int(raw)
             else:
                 values[name] = float(raw)

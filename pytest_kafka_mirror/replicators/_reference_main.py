@@ -16,6 +16,16 @@ replicator without transactions.  Topics with active fault knobs are not committ
 stages hold and reorder records): a restart copies them again from the start.  SIGTERM
 flushes and exits 0.
 
+Consumer groups (``replicators/_checkpoints.py``), as MirrorMaker 2 handles them: offset
+syncs to ``mm2-offset-syncs.target.internal`` (decided per acknowledged record),
+checkpoints to ``source.checkpoints.internal`` and optionally group offsets on the target
+(a thread), heartbeats into the source's ``heartbeats`` topic, copied to
+``source.heartbeats`` with the data.  ``--properties FILE`` takes MM2's property names
+(``emit.checkpoints.interval.seconds``, ``offset.lag.max``, ...; others are ignored with a
+log line), so the fake MM2 of the tests passes its ``mm2.properties`` through.  The sync
+store and the last checkpoints are kept beside the committed positions, so a restarted
+mirror translates and guards against rewinds as before.
+
 Fault injection (``replicators/_knobs.py``): ``--faults FILE`` is a JSON control file
 ``{"generation": N, "default": {knobs}, "topics": {topic: {knobs}}}`` that the mirror
 re-reads whenever it changes.  After applying a generation it writes its ledger of
@@ -27,6 +37,7 @@ fast path: records are copied without being decoded.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -58,13 +69,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ledger", type=Path, help="where to write the ledger of injected faults")
     ap.add_argument("--offsets", type=Path, help="committed positions: read at start, written as records are acked")
     ap.add_argument("--commit-interval", type=float, default=1.0, help="seconds between two commits")
+    ap.add_argument("--properties", type=Path, help="MM2-style properties: checkpoints, offset syncs, heartbeats")
+    ap.add_argument("--emitter-id", default="", help="this mirror's heartbeat id (default: from the pid)")
     args = ap.parse_args(argv)
 
     from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    from pytest_kafka_mirror.replicators._knobs import FaultEngine, Knobs, Ledger, MirrorRecord, ledger_dump
+    from pytest_kafka_mirror.mm2_records import OffsetSync
+    from pytest_kafka_mirror.replicators._checkpoints import (
+        EMITTER_HEADER,
+        REFERENCE_DEFAULTS,
+        CheckpointTask,
+        KnobView,
+        SyncStore,
+        SyncTracker,
+    )
+    from pytest_kafka_mirror.replicators._knobs import (
+        CHECKPOINT_KNOBS,
+        FaultEngine,
+        Knobs,
+        Ledger,
+        MirrorRecord,
+        ledger_dump,
+    )
+    from pytest_kafka_mirror.replicators.mm2 import parse_properties
     from pytest_kafka_mirror.rundir import write_json_atomic
+
+    settings = REFERENCE_DEFAULTS
+    if args.properties is not None:
+        try:
+            settings, ignored = settings.with_properties(parse_properties(args.properties.read_text()))
+        except (OSError, ValueError) as exc:
+            _log(f"bad --properties {args.properties}: {exc}")
+            return 2
+        if ignored:
+            _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
+    emitter_id = args.emitter_id or f"reference-mirror-{os.getpid()}"
 
     stopping = False
 
@@ -116,6 +157,10 @@ def main(argv: list[str] | None = None) -> int:
     in_force: dict[str, Knobs] = {}
     generation = 0
     control_sig: tuple[int, int] | None = None
+    knob_view = KnobView(Knobs(), {}, {None: time.monotonic()})
+
+    def checkpoint_knobs(k: Knobs) -> tuple[Any, ...]:
+        return tuple(getattr(k, name) for name in CHECKPOINT_KNOBS)
 
     def send(rec: MirrorRecord) -> None:
         while True:
@@ -150,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
             write_json_atomic(args.ledger, ledger_dump(tables, generation))
 
     def read_control() -> None:
-        nonlocal defaults, per_topic, generation, control_sig
+        nonlocal defaults, per_topic, generation, control_sig, knob_view
         try:
             st = os.stat(args.faults)
         except OSError:
@@ -166,6 +211,15 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError, TypeError) as exc:
             _log(f"ignoring unreadable fault control file {args.faults}: {exc}")
             return
+        # When each topic's checkpoint knobs took effect (stop_checkpoints_after counts from there).
+        now = time.monotonic()
+        old = knob_view
+        since: dict[str | None, float] = {
+            None: old.since.get(None, now) if checkpoint_knobs(old.defaults) == checkpoint_knobs(new_defaults) else now}
+        for t, k in new_topics.items():
+            same = t in old.per_topic and checkpoint_knobs(old.knobs(t)) == checkpoint_knobs(k)
+            since[t] = old.since.get(t, now) if same else now
+        knob_view = KnobView(new_defaults, new_topics, since)
         defaults, per_topic = new_defaults, new_topics
         for topic in assigned:
             set_engine(topic)
@@ -175,6 +229,14 @@ def main(argv: list[str] | None = None) -> int:
 
     # -- committed positions (see the module docstring) ---------------------------------
     committed: dict[tuple[str, int], int] = {}  # source (topic, partition) -> next offset to copy
+    syncs_path = args.offsets.with_name("offset-syncs.json") if args.offsets is not None else None
+    store = SyncStore()
+    if syncs_path is not None and syncs_path.exists():
+        try:
+            store.load(json.loads(syncs_path.read_text()))
+        except (OSError, ValueError, TypeError, AttributeError) as exc:
+            _log(f"ignoring unreadable offset syncs {syncs_path}: {exc}")
+    tracker = SyncTracker(settings.offset_lag_max) if settings.emit_checkpoints else None
     if args.offsets is not None and args.offsets.exists():
         try:
             saved = json.loads(args.offsets.read_text())
@@ -206,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             frozen.add(key)
         elif key not in frozen:
             committed[key] = offset + 1
+            if tracker is not None:
+                tracker.update(key, offset, msg.offset())
 
     def commit() -> None:
         nonlocal last_commit
@@ -216,27 +280,42 @@ def main(argv: list[str] | None = None) -> int:
         for (topic, part), off in committed.items():
             if topic not in engines:
                 out.setdefault(topic, {})[str(part)] = off
+        if syncs_path is not None and tracker is not None:
+            # with the positions: a restart translates with the syncs of what it resumes from
+            write_json_atomic(syncs_path, store.dump())
         write_json_atomic(args.offsets, out)
+
+    def create_topic(admin: Any, name: str, partitions: int) -> bool:
+        """Create ``name``; False when it already existed."""
+        fs = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)
+        try:
+            fs[name].result(timeout=15)
+            return True
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise
+            return False
+
+    names = settings.names
+
+    def internal(topic: str) -> bool:
+        """MM2's internal topics (``*.internal``, ``__*``, ``.*``) and heartbeats are not data."""
+        return (topic.endswith((".internal", names.separator + names.heartbeats)) or topic.startswith(("__", "."))
+                or topic == names.heartbeats)
 
     def discover() -> None:
         md = src_admin.list_topics(timeout=5)
         new: list[Any] = []
         for name, t in md.topics.items():
-            if t.error is not None or not pattern.search(name):
+            if t.error is not None or not pattern.search(name) or internal(name):
                 continue
             n = len(t.partitions)
             have = assigned.get(name, 0)
             if n <= have:
                 continue
             target = args.prefix + name
-            if have == 0:
-                fs = dst_admin.create_topics([NewTopic(target, n, 1)], operation_timeout=10)
-                try:
-                    fs[target].result(timeout=15)
-                    _log(f"created target topic {target} with {n} partitions")
-                except KafkaException as exc:
-                    if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                        raise
+            if have == 0 and create_topic(dst_admin, target, n):
+                _log(f"created target topic {target} with {n} partitions")
             # From the committed position (a restart), else offset 0 (see the consumer config).
             new += [TopicPartition(name, p, committed.get((name, p), 0)) for p in range(have, n)]
             assigned[name] = n
@@ -248,18 +327,38 @@ def main(argv: list[str] | None = None) -> int:
     if args.faults:
         read_control()
     discover()
+    # -- consumer groups: internal topics, offset syncs, the heartbeat relay, the thread --------
+    sync_producer = None
+    hb_topic = names.heartbeats if settings.emit_heartbeats else None
+    hb_emitter = emitter_id.encode()
+    if settings.emit_checkpoints:
+        create_topic(dst_admin, names.checkpoints_topic, 1)
+        on_source = settings.syncs_location == "source"
+        create_topic(src_admin if on_source else dst_admin, names.offset_syncs_topic, 1)
+        sync_producer = Producer({"bootstrap.servers": args.source if on_source else args.target, "linger.ms": 5})
+    if hb_topic is not None:
+        create_topic(src_admin, hb_topic, 1)
+        create_topic(dst_admin, names.remote_heartbeats_topic, 1)
+        consumer.incremental_assign([TopicPartition(hb_topic, 0, committed.get((hb_topic, 0), 0))])
+    task = None
+    if settings.emit_checkpoints or settings.emit_heartbeats:
+        task = CheckpointTask(
+            settings, source=args.source, target=args.target,
+            topic_ok=lambda t: bool(pattern.search(t)) and not internal(t),
+            group_ok=settings.group_filter(args.topics), rename=lambda t: prefix + t, store=store,
+            knob_view=lambda: knob_view,
+            state_path=args.offsets.with_name("checkpoints.json") if args.offsets is not None else None,
+            emitter_id=emitter_id, log=_log,
+        )
     if args.warmup_topic:
         # Acquire the idempotent producer id now (~0.5 s on Tansu) rather than on the
         # first mirrored record, which would otherwise carry that delay as latency.
-        fs = dst_admin.create_topics([NewTopic(args.warmup_topic, 1, 1)], operation_timeout=10)
-        try:
-            fs[args.warmup_topic].result(timeout=15)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                raise
+        create_topic(dst_admin, args.warmup_topic, 1)
         producer.produce(args.warmup_topic, b"reference-mirror warm-up")
         if producer.flush(15):
             _log("warning: warm-up record not acknowledged within 15 s")
+    if task is not None:
+        task.start()
     if args.ready_file:
         args.ready_file.write_text(str(os.getpid()))
     _log(f"ready: {args.source} -> {args.target}, topics /{args.topics}/, prefix {args.prefix!r}")
@@ -267,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     next_discovery = time.monotonic() + args.discovery_interval
     next_status = time.monotonic() + STATUS_EVERY
     next_control = 0.0
+    next_flush = time.monotonic() + settings.flush_interval
     produce = producer.produce
     while not stopping:
         msgs = consumer.consume(500, 0.01)
@@ -283,6 +383,16 @@ def main(argv: list[str] | None = None) -> int:
                                            m.timestamp()[1])
                 for out in engine.feed(rec, now):
                     send(out)
+                continue
+            if m.topic() == hb_topic:
+                # Heartbeats are copied with the data (a backlog delays them too), but only
+                # this mirror's own; at most once: the position moves when they are read.
+                headers = m.headers()
+                if headers and (EMITTER_HEADER, hb_emitter) in headers:
+                    with contextlib.suppress(BufferError):  # a full queue: this heartbeat is skipped
+                        produce(names.remote_heartbeats_topic, m.value(), m.key(), partition=0, headers=headers,
+                                timestamp=m.timestamp()[1], on_delivery=count_errors)
+                committed[(hb_topic, m.partition())] = m.offset() + 1
                 continue
             target_tp = (prefix + m.topic(), m.partition())
             while True:
@@ -307,6 +417,15 @@ def main(argv: list[str] | None = None) -> int:
             for out in engine.tick(now):
                 send(out)
         producer.poll(0)
+        if tracker is not None and sync_producer is not None:
+            if now >= next_flush:  # MM2 sends the delayed syncs at its offset flush
+                tracker.promote()
+                next_flush = now + settings.flush_interval
+            for key, up, down in tracker.take():
+                store.apply(key, up, down)
+                sync = OffsetSync(key[0], key[1], up, down)
+                sync_producer.produce(names.offset_syncs_topic, sync.value(), sync.key(), partition=0)
+            sync_producer.poll(0)
         if args.faults and now >= next_control:
             read_control()
             next_control = now + 0.05
@@ -319,7 +438,9 @@ def main(argv: list[str] | None = None) -> int:
         if now - last_commit >= args.commit_interval:
             commit()
         if now >= next_status:
-            _log(f"copied {copied} records, {errors} delivery errors{' (last: ' + last_error + ')' if errors else ''}")
+            groups = f", {task.emitted} checkpoints ({task.errors} errors)" if task is not None else ""
+            _log(f"copied {copied} records, {errors} delivery errors{' (last: ' + last_error + ')' if errors else ''}"
+                 f"{groups}")
             next_status = now + STATUS_EVERY
     # A graceful stop sends what the fault stages still buffer (delays, reorder windows);
     # a held-back tail stays unsent.
@@ -327,6 +448,15 @@ def main(argv: list[str] | None = None) -> int:
         for out in engine.release():
             send(out)
     left = producer.flush(10)
+    if task is not None:
+        task.stop()
+    if tracker is not None and sync_producer is not None:
+        tracker.promote()  # a graceful stop leaves exact syncs behind, as MM2's last offset flush does
+        for key, up, down in tracker.take():
+            store.apply(key, up, down)
+            sync = OffsetSync(key[0], key[1], up, down)
+            sync_producer.produce(names.offset_syncs_topic, sync.value(), sync.key(), partition=0)
+        sync_producer.flush(5)
     commit()  # after the flush: every copied record is acknowledged (or frozen its partition)
     consumer.close()
     write_ledger()

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._process import ManagedProcess
+from ._checkpoints import MM2_DEFAULTS
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
 
@@ -38,6 +39,7 @@ __all__ = [
     "format_properties",
     "mm2_container_script",
     "naming_from_properties",
+    "parse_properties",
     "render_mm2_properties",
     "topics_regex",
 ]
@@ -100,10 +102,16 @@ def render_mm2_properties(
         "emit.checkpoints.enabled": "true",
         "emit.checkpoints.interval.seconds": "5",
         "sync.group.offsets.enabled": "false",
+        "sync.group.offsets.interval.seconds": "5",
+        # checkpoints for the test's consumer groups (named like its topics, see witness.py)
+        f"{flow}.groups": topics,
         "emit.heartbeats.enabled": "true",
         "emit.heartbeats.interval.seconds": "5",
         "offset-syncs.topic.location": "source",
         "offset.lag.max": "100",
+        # the delayed (time-based) offset syncs go out at the target herder's offset flush
+        # (Kafka 3.7+): 5 s instead of 60 s, so an idle partition's group is translated exactly
+        f"{b}.offset.flush.interval.ms": "5000",
     }
     if source_is_tansu:
         # Tansu does not wake a waiting fetch on new data: bound the wait instead.
@@ -132,6 +140,48 @@ def _escape(text: str, *, key: bool) -> str:
 def format_properties(props: dict[str, str], header: str = "rendered by pytest-kafka-mirror") -> str:
     lines = [f"# {header}"] + [f"{_escape(k, key=True)} = {_escape(v, key=False)}" for k, v in props.items()]
     return "\n".join(lines) + "\n"
+
+
+_UNESCAPE = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """java.util.Properties lines (``key = value``, ``key: value``, ``key value``) -> dict.
+
+    The inverse of :func:`format_properties` (escapes, comments, blank lines); line
+    continuations are not supported (the plugin never writes them).
+    """
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        key: list[str] = []
+        i, n = 0, len(stripped)
+        while i < n:
+            ch = stripped[i]
+            if ch == "\\" and i + 1 < n:
+                key.append(_UNESCAPE.get(stripped[i + 1], stripped[i + 1]))
+                i += 2
+                continue
+            if ch in "=: \t":
+                break
+            key.append(ch)
+            i += 1
+        rest = stripped[i:].lstrip(" \t")
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip(" \t")
+        value: list[str] = []
+        j = 0
+        while j < len(rest):
+            if rest[j] == "\\" and j + 1 < len(rest):
+                value.append(_UNESCAPE.get(rest[j + 1], rest[j + 1]))
+                j += 2
+            else:
+                value.append(rest[j])
+                j += 1
+        out["".join(key)] = "".join(value)
+    return out
 
 
 def naming_from_properties(props: dict[str, str], source_alias: str = "source") -> NamingPolicy:
@@ -196,6 +246,13 @@ class MirrorMaker2(RunnerReplicator):
             target_is_tansu=is_tansu(target),
             overrides=self.overrides,
         )
+        try:
+            #: what this MM2 does about consumer groups, from its properties (the failover checks read it)
+            self.checkpoints = MM2_DEFAULTS.with_properties(self.properties)[0]
+        except ValueError as exc:
+            raise ReplicatorError(f"MirrorMaker 2: {exc}") from None
+        #: MM2's heartbeats carry no emitter id: the replicated heartbeats topic is this MM2's alone
+        self.heartbeat_emitter: str | None = None
         derived = self._derive_naming(naming)
         super().__init__(
             source, target, workdir, topic_prefix=topic_prefix, naming=derived, startup_timeout=startup_timeout

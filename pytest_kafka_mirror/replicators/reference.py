@@ -3,6 +3,11 @@
 It is also the fault injector that proves the verifier right: :meth:`ReferenceReplicator.set_faults`
 turns :class:`~pytest_kafka_mirror.replicators.Knobs` on per source topic while it runs,
 and :meth:`~ReferenceReplicator.ledger` tells exactly what it injected.
+
+It handles consumer groups as MirrorMaker 2 does (offset syncs, checkpoints, group offset
+sync, heartbeats; see ``_checkpoints.py``), configured by MM2's property names
+(``properties``, from ``--kafka-mirror-replicator-properties`` or the marker), so the
+failover checks run against it and against a real MM2 alike.
 """
 
 from __future__ import annotations
@@ -11,11 +16,13 @@ import json
 import os
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
 from .._process import ManagedProcess, wait_until
 from ..rundir import write_json_atomic
+from ._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
 from ._knobs import FaultLedger, Knobs
 from .base import NamingPolicy, ReplicatorError
 
@@ -25,6 +32,8 @@ FAULTS_FILE = "faults.json"
 LEDGER_FILE = "fault-ledger.json"
 #: committed source positions (see _reference_main): a restart resumes from them
 OFFSETS_FILE = "committed-offsets.json"
+#: MM2-style properties of its consumer-group handling (see _checkpoints.CheckpointSettings)
+PROPERTIES_FILE = "mirror.properties"
 
 
 class ReferenceReplicator:
@@ -33,6 +42,10 @@ class ReferenceReplicator:
     ``topics`` is a regex over source topic names; topics created later that match it are
     discovered within ``discovery_interval`` seconds.  ``faults`` are the fault knobs of
     every topic without knobs of its own (default: none; see :meth:`set_faults`).
+    ``properties`` are MM2 property names for its consumer-group handling
+    (``emit.checkpoints.interval.seconds``, ``sync.group.offsets.enabled``,
+    ``offset.lag.max``, ...; :attr:`checkpoints` is the result); a bad value raises
+    ReplicatorError naming the property.
     """
 
     def __init__(
@@ -48,6 +61,7 @@ class ReferenceReplicator:
         warmup_topic: str = "kafka-mirror-warmup",
         faults: Knobs | None = None,
         control_timeout: float = 15.0,
+        properties: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.spec = "reference"
         self.source_bootstrap = source_bootstrap
@@ -64,6 +78,14 @@ class ReferenceReplicator:
         self.topic_faults: dict[str, Knobs] = {}
         self.control_timeout = control_timeout
         self._generation = 0
+        self.properties = tuple(properties)
+        try:
+            #: what it does about consumer groups (the failover checks read it)
+            self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.with_properties(self.properties)[0]
+        except ValueError as exc:
+            raise ReplicatorError(f"reference mirror: {exc}") from None
+        #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
+        self.heartbeat_emitter = f"reference-mirror-{uuid.uuid4().hex[:12]}"
 
     # -- fault knobs -------------------------------------------------------------------
 
@@ -155,7 +177,12 @@ class ReferenceReplicator:
             "--ledger", str(self.workdir / LEDGER_FILE),
             # committed positions survive restarts of this replicator (not of its workdir)
             "--offsets", str(self.workdir / OFFSETS_FILE),
+            "--properties", str(self.workdir / PROPERTIES_FILE),
+            "--emitter-id", self.heartbeat_emitter,
         ]
+        from .mm2 import format_properties
+
+        (self.workdir / PROPERTIES_FILE).write_text(format_properties(dict(self.properties), "reference mirror"))
         self.faults_path.with_name(self.faults_path.name + ".ack").unlink(missing_ok=True)
         self._write_faults()
         proc = ManagedProcess("reference mirror", argv, self.workdir / "reference-mirror.log")

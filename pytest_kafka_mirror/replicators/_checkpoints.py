@@ -1,0 +1,547 @@
+"""Consumer-group offset translation as MirrorMaker 2 does it, for the reference mirror.
+
+Three parts, as in MM2 (apache/kafka ``connect/mirror``; the record formats are in
+:mod:`pytest_kafka_mirror.mm2_records`):
+
+* :class:`SyncTracker` — when to write an **offset sync** (``OffsetSyncWriter.PartitionState``,
+  3.7+): at once for the first record of a partition in this process's lifetime, when the
+  downstream offset ran ``offset.lag.max`` or more past one after the last sync, when an
+  upstream offset was skipped, or when the downstream offset went back; otherwise the
+  sync is *delayed* and sent at the next offset flush (``offset.flush.interval.ms``), so a
+  low-throughput partition gets an exact sync within one flush interval;
+* :class:`SyncStore` — MM2's ``OffsetSyncStore``: 64 syncs per partition, kept at
+  exponentially spaced upstream offsets (finer near the live end), and the translation of
+  an upstream offset: the latest sync at or before it, plus one past it when the group is
+  further (never more: MM2 cannot know how many records between two syncs were copied);
+* :class:`CheckpointTask` — a thread that every ``emit.checkpoints.interval.seconds``
+  reads the committed offsets of the source's consumer groups, translates them and writes
+  **checkpoints** to ``<source>.checkpoints.internal`` on the target (only when more
+  recent: a rewound group upstream, or a downstream offset that advanced — MM2's
+  ``checkpointIsMoreRecent``); with ``sync.group.offsets.enabled`` it commits the latest
+  checkpoints as the groups' offsets on the target, forward only and only for groups
+  without members there (MM2's ``syncGroupOffset``); and it writes a **heartbeat**
+  every ``emit.heartbeats.interval.seconds`` into the source's ``heartbeats`` topic (as
+  MM2's target->source heartbeat connector does), which the mirror copies to
+  ``<source>.heartbeats`` on the target with the data.
+
+The settings are MM2's own property names (:class:`CheckpointSettings`), so the same
+``--kafka-mirror-replicator-properties`` configure a real MM2 and the reference mirror,
+and the failover checks learn from them what either replicator does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..mm2_records import Checkpoint, Heartbeat, MM2Names
+
+__all__ = [
+    "EMITTER_HEADER",
+    "MM2_DEFAULTS",
+    "REFERENCE_DEFAULTS",
+    "CheckpointSettings",
+    "CheckpointTask",
+    "SyncStore",
+    "SyncTracker",
+]
+
+#: Header naming the reference mirror that wrote a heartbeat: each mirror copies only its
+#: own, so mirrors sharing a source cluster neither copy each other's heartbeats nor mask
+#: each other's outage.
+EMITTER_HEADER = "kafka-mirror.emitter"
+
+_TRUE, _FALSE = ("true", "yes", "1", "on"), ("false", "no", "0", "off")
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """What a replicator does about consumer groups, in MM2's terms (property names below)."""
+
+    emit_checkpoints: bool = True  # emit.checkpoints.enabled
+    checkpoints_interval: float = 60.0  # emit.checkpoints.interval.seconds
+    sync_group_offsets: bool = False  # sync.group.offsets.enabled
+    sync_interval: float = 60.0  # sync.group.offsets.interval.seconds
+    offset_lag_max: int = 100  # offset.lag.max
+    flush_interval: float = 60.0  # TARGET.offset.flush.interval.ms / 1000 (the target herder's offset commit)
+    emit_heartbeats: bool = True  # emit.heartbeats.enabled
+    heartbeats_interval: float = 1.0  # emit.heartbeats.interval.seconds
+    groups: tuple[str, ...] = (".*",)  # groups: regexes, each matched in full
+    groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")  # groups.exclude
+    names: MM2Names = field(default_factory=MM2Names)
+    syncs_location: str = "source"  # offset-syncs.topic.location
+
+    #: property name -> (attribute, kind)
+    PROPERTIES: ClassVar[dict[str, tuple[str, str]]] = {
+        "emit.checkpoints.enabled": ("emit_checkpoints", "bool"),
+        "emit.checkpoints.interval.seconds": ("checkpoints_interval", "seconds"),
+        "sync.group.offsets.enabled": ("sync_group_offsets", "bool"),
+        "sync.group.offsets.interval.seconds": ("sync_interval", "seconds"),
+        "offset.lag.max": ("offset_lag_max", "count"),
+        "emit.heartbeats.enabled": ("emit_heartbeats", "bool"),
+        "emit.heartbeats.interval.seconds": ("heartbeats_interval", "seconds"),
+        "groups": ("groups", "regexes"),
+        "groups.exclude": ("groups_exclude", "regexes"),
+        "offset-syncs.topic.location": ("syncs_location", "location"),
+    }
+    NAME_PROPERTIES: ClassVar[tuple[str, ...]] = ("replication.policy.separator", "replication.policy.internal.topic.separator.enabled",
+                       "heartbeats.topic.name")
+
+    def with_properties(self, props: Mapping[str, str] | Iterable[tuple[str, str]],
+                        flow: str = "source->target") -> tuple[CheckpointSettings, list[str]]:
+        """These settings with MM2 properties applied (``KEY`` or ``FLOW.KEY``, the latter
+        winning); returns them and the keys that are not about offsets or heartbeats.
+
+        The offset flush is a Connect worker setting: MM2 reads it for the target's herder
+        as ``<target alias>.offset.flush.interval.ms`` (a top-level one is ignored by MM2).
+
+        ValueError names the property and what it accepts.
+        """
+        pairs = list(props.items()) if isinstance(props, Mapping) else list(props)
+        plain = {k.strip(): v.strip() for k, v in pairs if not k.strip().startswith(flow + ".")}
+        scoped = {k.strip()[len(flow) + 1:]: v.strip() for k, v in pairs if k.strip().startswith(flow + ".")}
+        values: dict[str, Any] = {}
+        names = self.names
+        other: list[str] = []
+        for source in (plain, scoped):
+            for key, raw in source.items():
+                if key in self.PROPERTIES:
+                    attr, kind = self.PROPERTIES[key]
+                    values[attr] = _parse(key, raw, kind)
+                elif key == "replication.policy.separator":
+                    names = replace(names, separator=raw)
+                elif key == "replication.policy.internal.topic.separator.enabled":
+                    names = replace(names, internal_separator=_parse(key, raw, "bool"))
+                elif key == "heartbeats.topic.name":
+                    names = replace(names, heartbeats=raw)
+                elif key == f"{self.names.target_alias}.offset.flush.interval.ms":
+                    values["flush_interval"] = _parse(key, raw, "ms")
+                elif source is plain:
+                    other.append(key)
+        return replace(self, names=names, **values), other
+
+    def group_filter(self, default: str | None = None) -> Callable[[str], bool]:
+        """``groups`` minus ``groups.exclude``; ``default`` (a search regex) replaces the
+        include list when the groups are the default ``.*``."""
+        include = ([re.compile(default)] if default is not None and self.groups == (".*",)
+                   else [re.compile(g) for g in self.groups])
+        exclude = [re.compile(g) for g in self.groups_exclude]
+        full = default is None or self.groups != (".*",)
+
+        def ok(group: str) -> bool:
+            hit = any((p.fullmatch(group) if full else p.search(group)) for p in include)
+            return hit and not any(p.fullmatch(group) for p in exclude)
+
+        return ok
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "emit_checkpoints": self.emit_checkpoints, "checkpoints_interval": self.checkpoints_interval,
+            "sync_group_offsets": self.sync_group_offsets, "sync_interval": self.sync_interval,
+            "offset_lag_max": self.offset_lag_max, "flush_interval": self.flush_interval,
+            "emit_heartbeats": self.emit_heartbeats, "heartbeats_interval": self.heartbeats_interval,
+            "checkpoints_topic": self.names.checkpoints_topic, "heartbeats_topic": self.names.remote_heartbeats_topic,
+            "offset_syncs_topic": self.names.offset_syncs_topic,
+        }
+
+
+def _parse(key: str, raw: str, kind: str) -> Any:
+    low = raw.lower()
+    if kind == "bool":
+        if low in _TRUE or low in _FALSE:
+            return low in _TRUE
+        raise ValueError(f"replicator property {key}={raw!r}: expected true or false")
+    if kind == "location":
+        if low not in ("source", "target"):
+            raise ValueError(f"replicator property {key}={raw!r}: expected source or target")
+        return low
+    if kind == "regexes":
+        items = tuple(p.strip() for p in raw.split(",") if p.strip())
+        for p in items:
+            try:
+                re.compile(p)
+            except re.error as exc:
+                raise ValueError(f"replicator property {key}: {p!r} is not a regular expression: {exc}") from None
+        return items
+    try:
+        number = float(raw) if kind in ("seconds", "ms") else int(raw)
+    except ValueError:
+        raise ValueError(f"replicator property {key}={raw!r}: expected a {'whole ' if kind == 'count' else ''}number") from None
+    if number < 0 or (kind != "count" and number == 0):
+        raise ValueError(f"replicator property {key}={raw!r}: expected a number {'>= 0' if kind == 'count' else '> 0'}")
+    return number / 1000.0 if kind == "ms" else number
+
+
+#: What a MirrorMaker 2 does when its properties say nothing (its documented defaults).
+MM2_DEFAULTS = CheckpointSettings()
+#: The reference mirror's defaults: MM2's behaviour at test speed (every second), and
+#: groups = the mirror's topic filter unless ``groups`` is given.
+REFERENCE_DEFAULTS = CheckpointSettings(checkpoints_interval=1.0, sync_interval=1.0, flush_interval=1.0)
+
+
+# -- offset syncs ------------------------------------------------------------------------------
+
+
+class SyncTracker:
+    """Decides per delivered record whether to write an offset sync now, later, or not.
+
+    ``update`` is called for every record the target acknowledged, in order per partition
+    (the mirror's delivery callback): a few integer comparisons.  ``take()`` returns the
+    syncs to write now; ``promote()`` (every flush interval) makes the delayed ones due.
+    Keys are the mirror's source ``(topic, partition)``.
+    """
+
+    __slots__ = ("delayed", "lag_max", "pending", "states")
+
+    def __init__(self, offset_lag_max: int) -> None:
+        self.lag_max = offset_lag_max
+        # key -> [previous upstream, previous downstream, downstream of the last sync]
+        self.states: dict[tuple[str, int], list[int]] = {}
+        # Every immediate sync is kept (MM2 overwrites a partition's pending sync when its
+        # producer is busy; the mirror's delivery reports come in batches, which would
+        # otherwise leave one sync per batch and coarser translations than MM2's).
+        self.pending: list[tuple[tuple[str, int], int, int]] = []
+        self.delayed: dict[tuple[str, int], tuple[int, int]] = {}
+
+    def update(self, key: tuple[str, int], upstream: int, downstream: int) -> None:
+        st = self.states.get(key)
+        if st is None:
+            self.states[key] = [upstream, downstream, downstream]
+            self.delayed.pop(key, None)
+            self.pending.append((key, upstream, downstream))
+            return
+        if (downstream - st[2] - 1 >= self.lag_max  # the translation would be too stale
+                or upstream - st[0] != 1  # an upstream offset was skipped
+                or downstream < st[1]):  # the downstream topic was truncated
+            st[2] = downstream
+            self.delayed.pop(key, None)
+            self.pending.append((key, upstream, downstream))
+        else:
+            self.delayed[key] = (upstream, downstream)
+        st[0], st[1] = upstream, downstream
+
+    def promote(self) -> None:
+        self.pending += [(key, up, down) for key, (up, down) in self.delayed.items()]
+        self.delayed.clear()
+
+    def take(self) -> list[tuple[tuple[str, int], int, int]]:
+        if not self.pending:
+            return []
+        out, self.pending = self.pending, []
+        return out
+
+
+_SLOTS = 64
+_U64 = 0xFFFFFFFFFFFFFFFF
+
+
+def _s64(x: int) -> int:
+    """Java long arithmetic: wrap to a signed 64-bit value."""
+    x &= _U64
+    return x - (1 << 64) if x >> 63 else x
+
+
+def _invariant_b(i_sync: tuple[int, int], j_sync: tuple[int, int], i: int, j: int) -> bool:
+    bound = _s64(j_sync[0] + _s64(1 << j) - _s64(1 << i))
+    return i_sync is j_sync or bound < 0 or i_sync[0] <= bound
+
+
+def _invariant_c(i_sync: tuple[int, int], j_sync: tuple[int, int], i: int) -> bool:
+    bound = _s64(j_sync[0] + (1 << max(i - 2, 0)))
+    return i_sync is j_sync or (bound >= 0 and i_sync[0] >= bound)
+
+
+class SyncStore:
+    """MM2's OffsetSyncStore (3.6+): per source partition 64 syncs, and the translation.
+
+    The array keeps syncs exponentially spaced back from the latest one (invariants A-D of
+    ``OffsetSyncStore.java``: ``syncs[0]`` is the latest, ``syncs[i]`` at most ``2^j - 2^i``
+    after ``syncs[j]`` and at least ``2^(i-2)`` after it, ``syncs[63]`` the earliest
+    usable), ported line for line with identity comparisons as in Java; so translation is
+    exact near the live end and coarser further back, as in MM2.  Thread-safe: the mirror's
+    main thread applies syncs, the checkpoint thread translates.
+    """
+
+    def __init__(self) -> None:
+        self.syncs: dict[tuple[str, int], list[tuple[int, int]]] = {}
+        self.lock = threading.Lock()
+
+    def apply(self, key: tuple[str, int], upstream: int, downstream: int, *, loading: bool = False) -> None:
+        """Take one sync.  ``loading``: MM2's initial read of the syncs topic, during which
+        each sync replaces all earlier ones (only the last is usable afterwards)."""
+        sync = (upstream, downstream)
+        with self.lock:
+            original = self.syncs.get(key)
+            if original is None or loading or original[0][0] > upstream:
+                self.syncs[key] = [sync] * _SLOTS
+                return
+            syncs = list(original)
+            replacement = sync
+            index = 0  # into original: the next old value that may replace a stale one
+            syncs[0] = replacement
+            for current in range(1, _SLOTS):
+                previous = current - 1
+                while True:
+                    old = original[index]
+                    recent = _invariant_b(syncs[previous], old, previous, current)
+                    separated_prev = _invariant_c(syncs[previous], old, previous)
+                    separated_next = current + 1 >= _SLOTS or _invariant_c(old, syncs[current + 1], current)
+                    duplicate = index + 1 < _SLOTS and old is original[index + 1]
+                    promote = recent and separated_prev and separated_next
+                    if promote:
+                        replacement = old
+                    skip = duplicate or not separated_prev
+                    if promote or skip:
+                        index += 1
+                    if not (index < current and skip):
+                        break
+                if _invariant_b(syncs[previous], syncs[current], previous, current):
+                    break
+                syncs[current] = replacement
+            self.syncs[key] = syncs
+
+    def translate(self, key: tuple[str, int], upstream: int) -> int | None:
+        """The downstream offset for a group at ``upstream``; -1 when every sync is after it
+        (too old to translate); None without any sync of the partition."""
+        with self.lock:
+            arr = self.syncs.get(key)
+            if arr is None:
+                return None
+            sync = next((s for s in arr if s[0] <= upstream), arr[-1])
+        if sync[0] > upstream:
+            return -1
+        return sync[1] + (0 if sync[0] == upstream else 1)
+
+    # -- persistence (the reference mirror keeps it beside its committed positions) ----------
+
+    def dump(self) -> dict[str, dict[str, list[list[int]]]]:
+        """``{topic: {partition: [[upstream, downstream, repeat], ...]}}`` (slots run-length coded)."""
+        out: dict[str, dict[str, list[list[int]]]] = {}
+        with self.lock:
+            for (topic, part), arr in self.syncs.items():
+                runs: list[list[int]] = []
+                for i, sync in enumerate(arr):
+                    if i and sync is arr[i - 1]:  # identity, as the store compares them
+                        runs[-1][2] += 1
+                    else:
+                        runs.append([sync[0], sync[1], 1])
+                out.setdefault(topic, {})[str(part)] = runs
+        return out
+
+    def load(self, data: Mapping[str, Mapping[str, list[list[int]]]]) -> None:
+        with self.lock:
+            for topic, parts in data.items():
+                for part, runs in parts.items():
+                    arr: list[tuple[int, int]] = []
+                    for up, down, n in runs:
+                        sync = (int(up), int(down))
+                        arr += [sync] * int(n)
+                    if len(arr) == _SLOTS:
+                        self.syncs[(topic, int(part))] = arr
+
+
+# -- the checkpoint thread -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnobView:
+    """The fault knobs as the checkpoint thread sees them: replaced whole by the main thread.
+
+    ``knobs(topic)`` gives a topic's knobs; ``since[topic]`` (``None``: the default) when its
+    checkpoint knobs took effect (monotonic seconds), for ``stop_checkpoints_after``.
+    """
+
+    defaults: Any = None
+    per_topic: Mapping[str, Any] = field(default_factory=dict)
+    since: Mapping[str | None, float] = field(default_factory=dict)
+
+    def knobs(self, topic: str) -> Any:
+        return self.per_topic.get(topic, self.defaults)
+
+    def started(self, topic: str) -> float:
+        return self.since.get(topic if topic in self.per_topic else None, 0.0)
+
+
+class CheckpointTask(threading.Thread):
+    """Checkpoints, group offset sync and heartbeats (see the module docstring)."""
+
+    def __init__(
+        self,
+        settings: CheckpointSettings,
+        *,
+        source: str,
+        target: str,
+        topic_ok: Callable[[str], bool],
+        group_ok: Callable[[str], bool],
+        rename: Callable[[str], str],
+        store: SyncStore,
+        knob_view: Callable[[], KnobView],
+        state_path: Path | None,
+        emitter_id: str,
+        log: Callable[[str], None],
+    ) -> None:
+        super().__init__(name="reference-mirror-checkpoints", daemon=True)
+        self.settings = settings
+        self.source, self.target = source, target
+        self.topic_ok, self.group_ok, self.rename = topic_ok, group_ok, rename
+        self.store = store
+        self.knob_view = knob_view
+        self.state_path = state_path
+        self.emitter_id = emitter_id
+        self.log = log
+        self.stopping = threading.Event()
+        #: (group, target topic, partition) -> last checkpoint emitted (MM2's CheckpointStore)
+        self.last: dict[tuple[str, str, int], Checkpoint] = {}
+        self.emitted = 0
+        self.errors = 0
+        if state_path is not None and state_path.exists():
+            try:
+                for row in json.loads(state_path.read_text()):
+                    cp = Checkpoint(*row)
+                    self.last[(cp.group, cp.topic, cp.partition)] = cp
+            except (OSError, ValueError, TypeError) as exc:
+                log(f"ignoring unreadable checkpoint state {state_path}: {exc}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout)
+
+    def run(self) -> None:
+        from confluent_kafka import Producer
+        from confluent_kafka.admin import AdminClient
+
+        s = self.settings
+        self.src_admin = AdminClient({"bootstrap.servers": self.source})
+        self.dst_admin = AdminClient({"bootstrap.servers": self.target})
+        self.dst_producer = Producer({"bootstrap.servers": self.target, "acks": "all", "linger.ms": 0})
+        self.src_producer = Producer({"bootstrap.servers": self.source, "acks": "all", "linger.ms": 0})
+        now = time.monotonic()
+        due = {"checkpoints": now + s.checkpoints_interval, "sync": now + s.sync_interval, "heartbeat": now}
+        jobs: dict[str, tuple[bool, float, Callable[[], None]]] = {
+            "checkpoints": (s.emit_checkpoints, s.checkpoints_interval, self.checkpoint_round),
+            "sync": (s.emit_checkpoints and s.sync_group_offsets, s.sync_interval, self.sync_round),
+            "heartbeat": (s.emit_heartbeats, s.heartbeats_interval, self.heartbeat),
+        }
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            for name, (enabled, interval, job) in jobs.items():
+                if enabled and now >= due[name]:
+                    try:
+                        job()
+                    except Exception as exc:  # noqa: BLE001 - MM2 logs and retries next round
+                        self.errors += 1
+                        self.log(f"{name} failed (will retry): {exc!r}")
+                    due[name] = max(due[name] + interval, time.monotonic())
+            waits = [due[n] for n, (enabled, _, _) in jobs.items() if enabled]
+            self.stopping.wait(max(0.01, min(waits) - time.monotonic()) if waits else 1.0)
+        self.dst_producer.flush(5)
+        self.src_producer.flush(5)
+
+    # -- checkpoints ------------------------------------------------------------------------
+
+    def _groups(self) -> list[str]:
+        listed = self.src_admin.list_consumer_groups(request_timeout=10).result(timeout=15)
+        return sorted(g.group_id for g in listed.valid if self.group_ok(g.group_id))
+
+    def _group_offsets(self, admin: Any, group: str) -> list[Any]:
+        from confluent_kafka import ConsumerGroupTopicPartitions
+
+        futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)
+        return list(futures[group].result(timeout=15).topic_partitions or [])
+
+    def _stopped(self, knobs: Any, topic: str, view: KnobView, now: float) -> bool:
+        after = getattr(knobs, "stop_checkpoints_after", None)
+        return after is not None and now - view.started(topic) >= after
+
+    def checkpoint_round(self) -> None:
+        """Translate every group's committed offsets and emit the checkpoints that are newer."""
+        view = self.knob_view()
+        now = time.monotonic()
+        stamp = int(time.time() * 1000)
+        out: list[Checkpoint] = []
+        for group in self._groups():
+            for tp in self._group_offsets(self.src_admin, group):
+                if tp.error is not None or tp.offset < 0 or not self.topic_ok(tp.topic):
+                    continue
+                knobs = view.knobs(tp.topic)
+                if self._stopped(knobs, tp.topic, view, now):
+                    continue
+                down = self.store.translate((tp.topic, tp.partition), tp.offset)
+                if down is None or down < 0:  # no sync yet, or too old to translate: no checkpoint
+                    continue
+                ahead = getattr(knobs, "translate_ahead", 0)
+                rewind = getattr(knobs, "checkpoint_rewind", 0)
+                down = max(0, down + ahead - rewind)
+                cp = Checkpoint(group, self.rename(tp.topic), tp.partition, tp.offset, down, tp.metadata or "")
+                last = self.last.get((group, cp.topic, cp.partition))
+                if (last is None or cp.upstream_offset < last.upstream_offset
+                        or cp.downstream_offset > last.downstream_offset
+                        or (rewind and cp.downstream_offset != last.downstream_offset)):
+                    out.append(cp)
+        if not out:
+            return
+        topic = self.settings.names.checkpoints_topic
+        failed: list[Any] = []
+        for cp in out:
+            self.dst_producer.produce(topic, cp.value(), cp.key(), partition=0, timestamp=stamp,
+                                      on_delivery=lambda err, msg: failed.append(err) if err else None)
+        left = self.dst_producer.flush(10)
+        if left or failed:
+            raise RuntimeError(f"{len(failed) + left} of {len(out)} checkpoints to {topic} not acknowledged: "
+                               f"{failed[0] if failed else 'flush timed out'}")
+        for cp in out:
+            self.last[(cp.group, cp.topic, cp.partition)] = cp
+        self.emitted += len(out)
+        self._save()
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        from ..rundir import write_json_atomic
+
+        write_json_atomic(self.state_path, [[c.group, c.topic, c.partition, c.upstream_offset, c.downstream_offset,
+                                             c.metadata] for c in self.last.values()])
+
+    # -- group offsets on the target -------------------------------------------------------
+
+    def sync_round(self) -> None:
+        """Commit the latest checkpoints as the groups' offsets on the target: only forward,
+        only for groups without members there (MM2's syncGroupOffset)."""
+        from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
+
+        by_group: dict[str, list[Checkpoint]] = {}
+        for (group, _, _), cp in self.last.items():
+            by_group.setdefault(group, []).append(cp)
+        if not by_group:
+            return
+        described = self.dst_admin.describe_consumer_groups(sorted(by_group), request_timeout=10)
+        for group, cps in sorted(by_group.items()):
+            try:
+                state = described[group].result(timeout=15).state
+            except Exception:  # noqa: BLE001 - an unknown group: nobody uses it on the target
+                state = ConsumerGroupState.DEAD
+            if state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN):
+                continue
+            current = {(tp.topic, tp.partition): tp.offset for tp in self._group_offsets(self.dst_admin, group)}
+            due = [TopicPartition(cp.topic, cp.partition, cp.downstream_offset) for cp in cps
+                   if current.get((cp.topic, cp.partition), -1) < cp.downstream_offset]
+            if due:
+                futures = self.dst_admin.alter_consumer_group_offsets(
+                    [ConsumerGroupTopicPartitions(group, due)], request_timeout=10)
+                futures[group].result(timeout=15)
+
+    # -- heartbeats ----------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        names = self.settings.names
+        hb = Heartbeat(names.target_alias, names.source_alias, int(time.time() * 1000))
+        self.src_producer.produce(names.heartbeats, hb.value(), hb.key(), partition=0, timestamp=hb.timestamp_ms,
+                                  headers=[(EMITTER_HEADER, self.emitter_id.encode())])
+        self.src_producer.poll(0)
