@@ -1,0 +1,144 @@
+"""Failover: consumers move to the target and resume from their groups' translated offsets.
+
+Witness consumer groups (``witness(...)``) consume the source while it is produced and
+commit at chosen points; ``mirror_failover(run)`` then fails them over to the target the
+way a consumer would — the group's offset synced to the target, and the latest
+checkpoint in ``source.checkpoints.internal`` — and checks each translation against what
+the capture read on the target (never against watermarks):
+
+* **no loss**: a consumer resuming at the translated offset reads every record its group
+  had not consumed (at the failover moment, and right after every checkpoint of the run);
+* **re-reads bounded**: it reads again at most ``offset.lag.max`` records its group had
+  consumed (MirrorMaker 2 translates to one past its latest offset sync, and writes one
+  at least every ``offset.lag.max`` records);
+* **within the log, monotonic**: no translation points past the end of the target
+  partition ("negative lag"), no checkpoint goes back while its group did not;
+* **translated**: every partition holding records has a translation;
+* **fresh**: the latest checkpoint is not behind the group's last commit at failover, and
+  the replicated heartbeats (``source.heartbeats``) are recent.
+
+Group offset sync (``sync.group.offsets.enabled``) is off by default in MirrorMaker 2;
+these scenarios turn it on (the marker gives the test a replicator of its own with it),
+so both ways of translating are checked.  On the embedded default the reference mirror
+does what MM2 3.7+ does: offset syncs every ``offset.lag.max`` records plus a delayed one
+at every offset flush, checkpoints and group offset sync every second (MM2: 60 s by
+default; the plugin renders 5 s for ``mm2:``).
+
+Why: mirroring exists for failover.  Most reported MM2 bugs are here — negative lag,
+checkpoints that rewind after a restart, low-throughput partitions never translated
+exactly, empty partitions without checkpoints — and Kafka's own tests only check loose
+bounds.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_kafka_mirror import witness
+from pytest_kafka_mirror.faults import at, kill, start, terminate
+
+RATE = 300  # messages/s per topic
+SYNC = {"sync.group.offsets.enabled": "true"}
+
+
+def heartbeat_slo_ms(report) -> float:
+    """The newest replicated heartbeat may be one interval old, plus replication and slack."""
+    return report.settings.get("heartbeats_interval", 1.0) * 1000 + 3000
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+def test_failover_after_steady_state(mirror_topics, mirror_producer, mirror_verifier, mirror_failover):
+    """Groups mid-stream (committed at 3 s only), at the end, and committing along the way.
+
+    Expects every check to pass once the replicator had time to translate the last
+    commits: nothing skipped, re-reads within offset.lag.max (the mid-stream group's
+    translation is as coarse as the offset syncs around its position; the end groups'
+    is exact), no translation past the end of the log, no rewind, no staleness, and a
+    heartbeat no older than one interval plus slack.
+    """
+    topics = mirror_topics(2, partitions=3)
+    run = mirror_producer(topics, rate=RATE, duration=8, witnesses=[
+        witness("mid", at=3), witness("end"), witness("along", at=[3, 6, "end"]),
+    ])
+
+    mirror_verifier(run).assert_ok()
+    report = mirror_failover(run)
+
+    report.assert_ok(max_records_behind=0, max_rereads=report.settings["offset_lag_max"],
+                     max_heartbeat_lag_ms=heartbeat_slo_ms(report))
+    for e in report.entries:
+        if e.witness != "mid":
+            assert e.rereads == 0, f"a group at the end re-reads {e.rereads} records: {e.head()}"
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+@pytest.mark.parametrize("stop", [terminate, kill], ids=["sigterm", "sigkill"])
+def test_failover_right_after_replicator_restart(stop, mirror_topics, mirror_producer, mirror_verifier,
+                                                 mirror_faults, mirror_failover):
+    """The replicator stops at 4 s and starts again at 5 s; one group commits before the
+    stop, one right after the start, one at the end; the failover comes as soon as the
+    restarted replicator translated the last commits.
+
+    Expects no loss, no rewind (the restarted replicator remembers its checkpoints and
+    offset syncs, as MM2 3.8+ reads them back), nothing past the end of the log, and
+    re-reads within offset.lag.max for the groups committed before the stop and at the
+    end.  The group that committed right after the start sits in the backlog the
+    replicator is catching up on; MM2 keeps few offset syncs that far behind its newest,
+    so that group's translation is coarse: its re-reads are reported, not bounded.  After
+    SIGKILL the replicator copies again what followed its last committed position:
+    duplicates on the target, which a resuming consumer may read (they count as
+    re-reads); none may be skipped.
+    """
+    topics = mirror_topics(1, partitions=3)
+    rep = mirror_faults.replicator
+    run = mirror_producer(topics, rate=RATE, duration=8, faults=[at(4, stop(rep)), at(5, start(rep))], witnesses=[
+        witness("before", at=2), witness("after", at=5.5), witness("end"),
+    ])
+
+    mirror_verifier(run).assert_ok(allow_duplicates=stop is kill)
+    report = mirror_failover(run)
+
+    report.assert_ok(max_heartbeat_lag_ms=heartbeat_slo_ms(report))
+    report.assert_rereads_at_most(report.settings["offset_lag_max"], witnesses=["before", "end"])
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+def test_low_throughput_partition(mirror_topics, mirror_producer, mirror_failover):
+    """30 records over 3 partitions: far fewer than offset.lag.max (100) per partition.
+
+    MirrorMaker 2 before 3.7 wrote an offset sync only every offset.lag.max records, so a
+    group at the end of such a partition was translated to one past the first record and
+    re-read nearly all of it after failover.  Since 3.7 a delayed sync goes out at every
+    offset flush.  Expects every partition translated, nothing skipped, and the group
+    at the end translated exactly (no re-read).
+    """
+    (topic,) = mirror_topics(1, partitions=3)
+    run = mirror_producer(topic, rate=6, duration=5, witnesses=[witness("mid", at=2), witness("end")])
+    report = mirror_failover(run)
+
+    report.assert_ok(max_rereads=report.settings["offset_lag_max"])
+    for e in report.entries:
+        if e.witness == "end":
+            assert e.rereads == 0 and e.translated == e.exact, f"not translated exactly: {e.head()}"
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+def test_empty_partition(mirror_topics, mirror_producer, mirror_failover):
+    """Two lanes on three partitions: partition 2 never gets a record.
+
+    A group assigned to it commits position 0.  MirrorMaker 2 writes no offset sync for a
+    partition it never copied a record of, so it has no checkpoint either: a failing-over
+    consumer falls back to auto.offset.reset, which on an empty partition loses nothing
+    (latest and earliest are both 0).  Expects no loss, no re-read and nothing past the
+    end of the log there, and the other partitions translated as usual.
+    """
+    (topic,) = mirror_topics(1, partitions=3)
+    run = mirror_producer(topic, rate=RATE, duration=4, lanes=2, witnesses=[
+        witness("all", at=[2, "end"]), witness("empty", at=[2, "end"], partitions=[2]),
+    ])
+    report = mirror_failover(run)
+
+    report.assert_ok(max_rereads=report.settings["offset_lag_max"])
+    for via in ("checkpoint", "synced"):
+        e = report.entry("empty", topic, 2, via=via)
+        assert e.end_of_log == 0 and e.committed == 0 and e.skipped == e.rereads == e.beyond_end == 0, e.head()
