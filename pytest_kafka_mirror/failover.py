@@ -153,7 +153,7 @@ class _TargetReader:
         quiet_since = time.monotonic()
         cp_topic = self.settings.names.checkpoints_topic
         while self.assigned and time.monotonic() - t0 < limit:
-            msgs = self.consumer.consume(500, 0.05)
+            msgs: list[Any] = self.consumer.consume(500, 0.05)
             for m in msgs:
                 if m.error():
                     if m.error().code() == KafkaError._PARTITION_EOF:
@@ -327,12 +327,13 @@ def _converged(logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Part
             if not commits or part.end == 0:
                 continue
             at, upstream = commits[-1]
-            cp = latest.get((log.group, rename.get(topic, topic), p))
-            if cp is None or cp.upstream != upstream:
+            seen = latest.get((log.group, rename.get(topic, topic), p))
+            if seen is None or seen.upstream != upstream:
                 return False
-            if state.synced is not None and state.synced.get(log.group, {}).get((cp.topic, p)) != cp.downstream:
+            if state.synced is not None and state.synced.get(log.group, {}).get((seen.topic, p)) != seen.downstream:
                 return False
-            if now - at < settle and cp.downstream != part.first_unconsumed(log.consumed_ranges(topic, p, upstream)):
+            exact = part.first_unconsumed(log.consumed_ranges(topic, p, upstream))
+            if now - at < settle and seen.downstream != exact:
                 return False
     return True
 
@@ -416,7 +417,8 @@ def evaluate(
         report.not_run["checkpoints"] = "the replicator emits no checkpoints (emit.checkpoints.enabled=false)"
     elif not state.checkpoints_topic_exists:
         report.notes.append(f"no checkpoints topic {settings.names.checkpoints_topic} on the target")
-    if state.synced is None:
+    synced_offsets = state.synced if settings.emit_checkpoints and settings.sync_group_offsets else None
+    if synced_offsets is None:
         report.not_run["synced offsets"] = ("the replicator does not sync group offsets to the target "
                                             "(sync.group.offsets.enabled=false)")
     sequences: dict[tuple[str, str, int], list[SeenCheckpoint]] = {}
@@ -437,8 +439,8 @@ def evaluate(
                     last = seq[-1] if seq else None
                     report.entries.append(_entry(log, topic, target, p, commits, part, "checkpoint",
                                                  last.downstream if last else None, last, seq, reset, state.read_at))
-                if state.synced is not None:
-                    synced = state.synced.get(log.group, {}).get((target, p))
+                if synced_offsets is not None:
+                    synced = synced_offsets.get(log.group, {}).get((target, p))
                     report.entries.append(_entry(log, topic, target, p, commits, part, "synced", synced, None, [],
                                                  reset, state.read_at))
     report.heartbeats, why = _heartbeats(state, settings, since)

@@ -110,6 +110,12 @@ class _Reader:
         return v
 
 
+def _readers(key: bytes | None, value: bytes | None, what: str) -> tuple[_Reader, _Reader]:
+    if key is None or value is None:
+        raise RecordFormatError(f"{what} record without a {'key' if key is None else 'value'}")
+    return _Reader(key, f"{what} key"), _Reader(value, f"{what} value")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     """A consumer group's offset translated to the target: ``<alias>.checkpoints.internal``."""
@@ -130,11 +136,8 @@ class Checkpoint:
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> Checkpoint:
-        if key is None or value is None:
-            raise RecordFormatError(f"checkpoint record without a {'key' if key is None else 'value'}")
-        k = _Reader(key, "checkpoint key")
+        k, v = _readers(key, value, "checkpoint")
         group, topic, partition = k.string("group"), k.string("topic"), k.i32("partition")
-        v = _Reader(value, "checkpoint value")
         v.version(CHECKPOINT_VERSION)
         return cls(group, topic, partition, v.i64("upstreamOffset"), v.i64("offset"), v.string("metadata"))
 
@@ -156,11 +159,8 @@ class OffsetSync:
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> OffsetSync:
-        if key is None or value is None:
-            raise RecordFormatError(f"offset sync record without a {'key' if key is None else 'value'}")
-        k = _Reader(key, "offset sync key")
+        k, v = _readers(key, value, "offset sync")
         topic, partition = k.string("topic"), k.i32("partition")
-        v = _Reader(value, "offset sync value")
         return cls(topic, partition, v.i64("upstreamOffset"), v.i64("offset"))
 
 
@@ -180,11 +180,8 @@ class Heartbeat:
 
     @classmethod
     def decode(cls, key: bytes | None, value: bytes | None) -> Heartbeat:
-        if key is None or value is None:
-            raise RecordFormatError(f"heartbeat record without a {'key' if key is None else 'value'}")
-        k = _Reader(key, "heartbeat key")
+        k, v = _readers(key, value, "heartbeat")
         source, target = k.string("sourceClusterAlias"), k.string("targetClusterAlias")
-        v = _Reader(value, "heartbeat value")
         v.version(HEARTBEAT_VERSION)
         return cls(source, target, v.i64("timestamp"))
 

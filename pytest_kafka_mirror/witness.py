@@ -191,7 +191,7 @@ class _Reader:
     def read(self, timeout: float) -> int:
         from .records import Kind, decode
 
-        msgs = self.consumer.consume(500, timeout)
+        msgs: list[Any] = self.consumer.consume(500, timeout)
         for m in msgs:
             if m.error():
                 continue
@@ -325,7 +325,7 @@ class WitnessMonitor:
                 r.log.complete = False
                 r.log.note = (f"committed 'end' after {self.end_timeout:g} s with records not yet read: "
                               + ", ".join(f"{t}[{p}]: {n}" for (t, p), n in sorted(behind.items())))
-            r.commit(r.pending.pop(0))
+            r.commit(str(r.pending.pop(0)))
 
     def finish(self, timeout: float | None = None) -> list[WitnessLog]:
         """Wait for the remaining commits (``"end"`` ones need :meth:`production_done`), write the logs."""

@@ -376,14 +376,6 @@ def main(argv: list[str] | None = None) -> int:
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     _log(f"consume error: {m.error()}")
                 continue
-            copied += 1
-            engine = engines.get(m.topic())
-            if engine is not None:
-                rec = MirrorRecord.decoded(m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.headers(),
-                                           m.timestamp()[1])
-                for out in engine.feed(rec, now):
-                    send(out)
-                continue
             if m.topic() == hb_topic:
                 # Heartbeats are copied with the data (a backlog delays them too), but only
                 # this mirror's own; at most once: the position moves when they are read.
@@ -393,6 +385,14 @@ def main(argv: list[str] | None = None) -> int:
                         produce(names.remote_heartbeats_topic, m.value(), m.key(), partition=0, headers=headers,
                                 timestamp=m.timestamp()[1], on_delivery=count_errors)
                 committed[(hb_topic, m.partition())] = m.offset() + 1
+                continue
+            copied += 1
+            engine = engines.get(m.topic())
+            if engine is not None:
+                rec = MirrorRecord.decoded(m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.headers(),
+                                           m.timestamp()[1])
+                for out in engine.feed(rec, now):
+                    send(out)
                 continue
             target_tp = (prefix + m.topic(), m.partition())
             while True:

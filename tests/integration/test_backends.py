@@ -39,19 +39,6 @@ pytestmark = pytest.mark.integration
 KAFKA_HOME_ENV = "KAFKA_MIRROR_KAFKA_HOME"
 
 
-@pytest.fixture(scope="module")
-def tansu_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TansuCluster, TansuCluster]]:
-    d = tmp_path_factory.mktemp("pair")
-    src, dst = TansuCluster("source", d), TansuCluster("target", d)
-    try:
-        src.start()
-        dst.start()
-        yield src, dst
-    finally:
-        src.stop()
-        dst.stop()
-
-
 @pytest.fixture
 def run_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A run id of the test's own; whatever a failed test left under it is removed after it."""

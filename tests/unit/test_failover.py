@@ -1,0 +1,199 @@
+"""The failover checks on hand-built data: exact counts, and the evidence in each message.
+
+Each case states a witness group's consumption (what it had read at each committed
+offset), the target partition as the capture saw it, and the translations the target
+holds (checkpoints, synced group offsets, heartbeats); :func:`failover.evaluate` must
+count exactly what a consumer resuming there would skip or read again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from pytest_kafka_mirror.failover import SeenCheckpoint, TargetState, _Partition, evaluate
+from pytest_kafka_mirror.replicators._checkpoints import REFERENCE_DEFAULTS
+from pytest_kafka_mirror.verify import MirrorMismatchError
+from pytest_kafka_mirror.witness import WitnessLog, witness
+
+T0 = 1_700_000_000.0  # commit times, epoch seconds
+SYNC = replace(REFERENCE_DEFAULTS, sync_group_offsets=True, offset_lag_max=10)
+
+
+def _log(commits: list[tuple[float, dict[int, int]]], partitions: tuple[int, ...] = (0,), name: str = "w",
+         runs: dict[int, list[list[object]]] | None = None) -> WitnessLog:
+    """A witness on topic ``t`` that read lane P, seqs 0.. at offsets 0.. of partition P."""
+    log = WitnessLog(name, f"g-{name}", {"t": list(partitions)})
+    log.runs = {("t", p): r for p, r in (runs or {p: [[0, "p1", p, 0, 100]] for p in partitions}).items()}
+    log.commits = [{"label": "x", "time_us": int(t * 1e6), "offsets": {"t": {str(p): u for p, u in offs.items()}}}
+                   for t, offs in commits]
+    return log
+
+
+def _part(pairs: list[tuple[int, int]], lane: int = 0, end: int | None = None) -> _Partition:
+    """A target partition holding (offset, seq) of producer p1's lane."""
+    p = _Partition(end=end if end is not None else (max(o for o, _ in pairs) + 1 if pairs else 0))
+    if pairs:
+        p.lanes[("p1", lane)] = ([o for o, _ in pairs], [s for _, s in pairs])
+    return p
+
+
+def _cp(up: int, down: int, *, p: int = 0, at: float = T0 + 1, seq: int = 0, group: str = "g-w") -> SeenCheckpoint:
+    return SeenCheckpoint(group, "t", p, up, down, int(at * 1000), seq)
+
+
+def _state(cps: list[SeenCheckpoint], synced: dict[tuple[str, int], int] | None = None,
+           heartbeats: list[int] | None = None) -> TargetState:
+    return TargetState(checkpoints=cps, synced={"g-w": synced or {}}, heartbeats=heartbeats or [],
+                       heartbeats_topic_exists=True, checkpoints_topic_exists=True, read_at=T0 + 10)
+
+
+def _eval(log: WitnessLog, parts: dict[int, _Partition], state: TargetState, **kw: object):
+    return evaluate([log], {("t", p): part for p, part in parts.items()}, state, kw.pop("settings", SYNC), {},
+                    run_dir="RUN", **kw)  # type: ignore[arg-type]
+
+
+ONE_TO_ONE = _part([(o, o) for o in range(100)])  # offsets 0..99 hold seqs 0..99
+
+
+def test_exact_translation_skips_and_rereads_nothing() -> None:
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)], synced={("t", 0): 60}))
+    for via in ("checkpoint", "synced"):
+        e = r.entry("w", "t", 0, via)
+        assert (e.translated, e.exact, e.skipped, e.rereads, e.beyond_end) == (60, 60, 0, 0, 0)
+    r.assert_ok(max_rereads=0, max_records_behind=0)
+    assert r.figures()["failover_skipped"] == 0 and r.not_run == {}
+
+
+def test_translated_too_far_ahead_skips_exactly_that_many_with_the_records_named() -> None:
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 65)], synced={("t", 0): 65}))
+    e = r.entry("w", "t", 0)
+    assert (e.skipped, e.history_skipped, e.rereads) == (5, 5, 0)
+    assert e.skipped_rows == [{"producer_id": "p1", "lane": 0, "first_seq": 60, "last_seq": 64, "count": 5,
+                               "first_offset": 60, "last_offset": 64}]
+    assert r.skipped == 10  # checkpoint and synced: 5 each
+    with pytest.raises(MirrorMismatchError) as err:
+        r.assert_no_loss()
+    msg = str(err.value)
+    assert "loss on failover: 10 records" in msg
+    assert ("group g-w, t partition 0: committed upstream 60 (consumed through p1/lane 0 seq 59); translated by "
+            "checkpoint to 65 (upstream 60); target end of log 100, first unconsumed record at 60") in msg
+    assert "p1           0     60         64        5      60            64" in msg
+
+
+def test_coarse_translation_rereads_and_is_bounded_on_request() -> None:
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 41)], synced={("t", 0): 41}))
+    assert r.max_rereads == 19 and r.skipped == 0
+    r.assert_ok()  # re-reads are bounded only when asked
+    r.assert_rereads_at_most(19)
+    with pytest.raises(MirrorMismatchError, match=r"(?s)re-reads above 10 .*resuming at 41 re-reads 19 records"):
+        r.assert_rereads_at_most()  # default: offset.lag.max = 10
+    with pytest.raises(ValueError, match="no witnesses \\['nope'\\]"):
+        r.assert_rereads_at_most(1, witnesses=["nope"])
+
+
+def test_translation_past_the_end_of_the_log() -> None:
+    r = _eval(_log([(T0, {0: 100})]), {0: ONE_TO_ONE}, _state([_cp(100, 103)], synced={("t", 0): 103}))
+    e = r.entry("w", "t", 0)
+    assert (e.beyond_end, e.history_beyond_end, e.skipped, e.exact) == (3, 3, 0, 100)
+    with pytest.raises(MirrorMismatchError, match="resumes at 103, 3 past the end 100"):
+        r.assert_within_log()
+
+
+def test_a_checkpoint_that_went_back_is_a_rewind_but_a_rewound_group_is_not() -> None:
+    cps = [_cp(60, 60, seq=1), _cp(60, 50, seq=2, at=T0 + 2), _cp(40, 40, seq=3, at=T0 + 3), _cp(70, 70, seq=4)]
+    r = _eval(_log([(T0, {0: 60}), (T0 + 4, {0: 70})]), {0: ONE_TO_ONE}, _state(cps, synced={("t", 0): 70}))
+    e = r.entry("w", "t", 0)
+    assert [(x["downstream_before"], x["downstream"]) for x in e.rewinds] == [(60, 50)]
+    assert r.rewinds == 1 and e.checkpoints == 4
+    with pytest.raises(MirrorMismatchError, match="(?s)checkpoints went backwards: 1 rewinds.*60 .* 50"):
+        r.assert_monotonic()
+
+
+def test_staleness_at_failover_and_checkpoint_delays() -> None:
+    # commits at 60 (T0) and 90 (T0 + 5); the only checkpoint came 0.5 s after the first
+    log = _log([(T0, {0: 60}), (T0 + 5, {0: 90})])
+    r = _eval(log, {0: ONE_TO_ONE}, _state([_cp(60, 60, at=T0 + 0.5)], synced={("t", 0): 60}))
+    e = r.entry("w", "t", 0)
+    assert (e.records_behind, e.seconds_behind, e.max_delay_s, e.never_translated) == (30, 5.0, 0.5, [90])
+    assert (e.skipped, e.rereads) == (0, 30)  # a stale checkpoint re-reads, it does not lose
+    with pytest.raises(MirrorMismatchError, match="30 source offsets behind \\(limit 10\\); 5.00 s behind"):
+        r.assert_checkpoints_fresh(max_records=10, max_seconds=1)
+    with pytest.raises(MirrorMismatchError, match="commits at upstream \\[90\\] never got a checkpoint"):
+        r.assert_checkpoints_fresh(max_delay_s=2)
+
+
+@pytest.mark.parametrize(("reset", "skipped", "rereads", "resume"), [("latest", 60, 0, 100), ("earliest", 0, 40, 0)])
+def test_an_untranslated_partition_falls_back_to_auto_offset_reset(reset: str, skipped: int, rereads: int,
+                                                                    resume: int) -> None:
+    r = _eval(_log([(T0, {0: 40})]), {0: ONE_TO_ONE}, _state([]), reset=reset)
+    e = r.entry("w", "t", 0)
+    assert (e.translated, e.resume_at, e.skipped, e.rereads, e.records_behind) == (None, resume, skipped, rereads, 40)
+    with pytest.raises(MirrorMismatchError, match=f"no translation: 2 group partitions.*auto.offset.reset={reset}"):
+        r.assert_translated()
+
+
+def test_an_empty_partition_needs_no_translation() -> None:
+    r = _eval(_log([(T0, {0: 0})], runs={0: []}), {0: _part([], end=0)}, _state([]))
+    e = r.entry("w", "t", 0)
+    assert (e.translated, e.end_of_log, e.skipped, e.rereads, e.records_behind, e.exact) == (None, 0, 0, 0, 0, 0)
+    r.assert_ok(max_rereads=0, max_records_behind=0)
+
+
+def test_duplicates_of_a_recopied_range_are_rereads_never_losses() -> None:
+    # seqs 0..59 at 0..59, a replicator restart copied 40..59 again at 60..79, then 60..99 at 80..119
+    part = _part([(o, o) for o in range(60)] + [(60 + i, 40 + i) for i in range(20)]
+                 + [(80 + i, 60 + i) for i in range(40)])
+    r = _eval(_log([(T0, {0: 60})]), {0: part}, _state([_cp(60, 61)], synced={("t", 0): 61}))
+    e = r.entry("w", "t", 0)
+    assert (e.skipped, e.rereads, e.exact, e.end_of_log) == (0, 19, 80, 120)
+    r = _eval(_log([(T0, {0: 60})]), {0: part}, _state([_cp(60, 85)], synced={("t", 0): 85}))
+    assert r.entry("w", "t", 0).skipped == 5  # seqs 60..64 at offsets 80..84
+
+
+def test_every_checkpoint_of_the_run_is_checked_against_the_commit_it_translated() -> None:
+    # an early checkpoint skipped 3 records of its commit; the latest one is exact
+    cps = [_cp(30, 33, seq=1), _cp(60, 60, seq=2)]
+    r = _eval(_log([(T0, {0: 30}), (T0 + 1, {0: 60})]), {0: ONE_TO_ONE}, _state(cps, synced={("t", 0): 60}))
+    e = r.entry("w", "t", 0)
+    assert (e.skipped, e.history_skipped) == (0, 3)
+    assert e.history_rows[0]["upstream"] == 30 and e.history_rows[0]["skipped"] == 3
+    with pytest.raises(MirrorMismatchError, match="checkpoints of the run that skipped records"):
+        r.assert_no_loss()
+
+
+def test_heartbeat_lag_gap_and_checks_that_could_not_run() -> None:
+    stamps = [int((T0 + s) * 1000) for s in (0, 1, 2, 6, 7, 9.5)]
+    settings = replace(SYNC, sync_group_offsets=False)
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)], heartbeats=stamps), settings=settings)
+    assert r.heartbeats["lag_ms"] == 500 and r.heartbeats["max_gap_ms"] == 4000 and r.heartbeats["count"] == 6
+    assert "synced offsets" in r.not_run and [e.via for e in r.entries] == ["checkpoint"]
+    r.assert_heartbeats(max_lag_ms=500)
+    with pytest.raises(MirrorMismatchError, match="heartbeats stopped for 4000 ms \\(limit 2000 ms\\)"):
+        r.assert_heartbeats(max_lag_ms=1000, max_gap_ms=2000)
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]),
+              settings=replace(settings, emit_heartbeats=False))
+    with pytest.raises(MirrorMismatchError, match="heartbeat lag could not be measured: the replicator emits no"):
+        r.assert_heartbeats(max_lag_ms=1)
+
+
+def test_report_json(tmp_path: Path) -> None:
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 65)], synced={("t", 0): 65}))
+    d = json.loads(r.write(tmp_path / "f.json").read_text())
+    assert d["figures"]["failover_skipped"] == 10 and d["entries"][0]["skipped_rows"][0]["first_seq"] == 60
+    assert d["settings"]["checkpoints_topic"] == "source.checkpoints.internal"
+
+
+def test_witness_specs_and_consumed_ranges() -> None:
+    assert witness("both", at=[6, "end", 2]).at == (2.0, 6.0, "end")
+    for bad, message in [({"name": "a b"}, "letters"), ({"name": "x", "at": -1}, "neither seconds"),
+                         ({"name": "x", "at": []}, "at least one"), ({"name": "x", "partitions": [-1]}, ">= 0")]:
+        with pytest.raises(ValueError, match=message):
+            witness(**bad)  # type: ignore[arg-type]
+    log = _log([(T0, {0: 8})], runs={0: [[0, "p1", 0, 0, 5], [5, "p2", 1, 10, 5]]})
+    assert log.consumed_ranges("t", 0, 8) == {("p1", 0): [(0, 4)], ("p2", 1): [(10, 12)]}
+    assert log.last_consumed("t", 0, 8) == "p2/lane 1 seq 12" and log.last_consumed("t", 0, 0) == "nothing of ours"
+    assert WitnessLog.from_dict(json.loads(json.dumps(log.to_dict()))) == log
