@@ -359,8 +359,16 @@ def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> Mi
     (``mirror_producer(..., witnesses=[witness(...)])``) over to the target and returns a
     :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`: skipped and
     re-read records, translations past the end of the log, rewinds, checkpoint staleness,
-    heartbeat lag, with ``assert_ok()`` and one assertion per check."""
-    return MirrorFailover(_session(request.config), mirror_env.replicator, request.node.nodeid)
+    heartbeat lag, with ``assert_ok()`` and one assertion per check.  Its figures become
+    JUnit properties ``kafka_mirror.failover.FIGURE`` (``kafka_mirror.failover[N].FIGURE``
+    for a test's further checks)."""
+    node = request.node
+
+    def properties(index: int, report: Any) -> None:
+        prefix = "kafka_mirror.failover" + (f"[{index}]" if index else "")
+        node.user_properties.extend((f"{prefix}.{k}", v) for k, v in report.figures().items() if v is not None)
+
+    return MirrorFailover(_session(request.config), mirror_env.replicator, node.nodeid, on_report=properties)
 
 
 def _plain(value: Any) -> Any:

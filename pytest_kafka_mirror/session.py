@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -356,11 +356,14 @@ class MirrorFailover:
     test's other reports as ``...-failover.json``.
     """
 
-    def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str) -> None:
+    def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str,
+                 on_report: Callable[[int, FailoverReport], None] | None = None) -> None:
         self.session = session
         self.replicator = replicator
         self.nodeid = nodeid
         self.reports: list[FailoverReport] = []
+        #: called with (index, report) after each failover check (the plugin adds JUnit properties)
+        self.on_report = on_report
 
     def __call__(self, run: MirrorRun, *, wait: float | None = None, reset: str = "latest",
                  settings: Any = None) -> FailoverReport:
@@ -370,11 +373,14 @@ class MirrorFailover:
             import pytest
 
             pytest.skip(f"failover checks: the replicator {self.replicator.spec} does not say how it translates "
-                        "consumer-group offsets; pass mirror_failover(run, settings=CheckpointSettings(...))")
+                        "consumer-group offsets; pass mirror_failover(run, settings=MM2_DEFAULTS.with_properties("
+                        "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")
         report = run.failover(settings, wait=wait, reset=reset,
                               emitter=getattr(self.replicator, "heartbeat_emitter", None))
         path = self.session.report_path(self.nodeid, len(self.reports))
         path.parent.mkdir(parents=True, exist_ok=True)
         report.write(path.with_name(path.stem + "-failover.json"))
         self.reports.append(report)
+        if self.on_report is not None:
+            self.on_report(len(self.reports) - 1, report)
         return report

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ._checkpoints import MM2_DEFAULTS, CheckpointSettings
 from ._knobs import FaultLedger, Knobs, parse_knobs
 from .base import NamingPolicy, Replicator, ReplicatorError, parse_naming
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
     from ..clusters.base import Cluster
 
 __all__ = [
+    "MM2_DEFAULTS",
+    "CheckpointSettings",
     "FaultLedger",
     "Knobs",
     "NamingPolicy",

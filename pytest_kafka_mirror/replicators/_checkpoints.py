@@ -192,43 +192,40 @@ class SyncTracker:
     """Decides per delivered record whether to write an offset sync now, later, or not.
 
     ``update`` is called for every record the target acknowledged, in order per partition
-    (the mirror's delivery callback): a few integer comparisons.  ``take()`` returns the
-    syncs to write now; ``promote()`` (every flush interval) makes the delayed ones due.
-    Keys are the mirror's source ``(topic, partition)``.
+    (the mirror's delivery callback), so its usual path is a dict lookup, three
+    comparisons and three stores; the delayed sync is not built until the flush needs it.
+    ``take()`` returns the syncs to write now; ``promote()`` (every flush interval) makes
+    the delayed ones due.  Keys are the mirror's source ``(topic, partition)``.
     """
 
-    __slots__ = ("delayed", "lag_max", "pending", "states")
+    __slots__ = ("lag_max", "pending", "states")
 
     def __init__(self, offset_lag_max: int) -> None:
         self.lag_max = offset_lag_max
-        # key -> [previous upstream, previous downstream, downstream of the last sync]
-        self.states: dict[tuple[str, int], list[int]] = {}
+        # key -> [previous upstream, previous downstream, downstream of the last sync,
+        #         whether a delayed sync (of the previous pair) is due at the next flush]
+        self.states: dict[tuple[str, int], list[Any]] = {}
         # Every immediate sync is kept (MM2 overwrites a partition's pending sync when its
         # producer is busy; the mirror's delivery reports come in batches, which would
         # otherwise leave one sync per batch and coarser translations than MM2's).
         self.pending: list[tuple[tuple[str, int], int, int]] = []
-        self.delayed: dict[tuple[str, int], tuple[int, int]] = {}
 
     def update(self, key: tuple[str, int], upstream: int, downstream: int) -> None:
         st = self.states.get(key)
-        if st is None:
-            self.states[key] = [upstream, downstream, downstream]
-            self.delayed.pop(key, None)
-            self.pending.append((key, upstream, downstream))
+        if (st is not None and upstream - st[0] == 1  # no upstream offset skipped
+                and downstream >= st[1]  # the downstream topic was not truncated
+                and downstream - st[2] - 1 < self.lag_max):  # the translation is not too stale yet
+            st[0], st[1], st[3] = upstream, downstream, True
             return
-        if (downstream - st[2] - 1 >= self.lag_max  # the translation would be too stale
-                or upstream - st[0] != 1  # an upstream offset was skipped
-                or downstream < st[1]):  # the downstream topic was truncated
-            st[2] = downstream
-            self.delayed.pop(key, None)
-            self.pending.append((key, upstream, downstream))
-        else:
-            self.delayed[key] = (upstream, downstream)
-        st[0], st[1] = upstream, downstream
+        # the first record of this lifetime, or one of the conditions above: sync at once
+        self.states[key] = [upstream, downstream, downstream, False]
+        self.pending.append((key, upstream, downstream))
 
     def promote(self) -> None:
-        self.pending += [(key, up, down) for key, (up, down) in self.delayed.items()]
-        self.delayed.clear()
+        for key, st in self.states.items():
+            if st[3]:
+                self.pending.append((key, st[0], st[1]))
+                st[3] = False
 
     def take(self) -> list[tuple[tuple[str, int], int, int]]:
         if not self.pending:

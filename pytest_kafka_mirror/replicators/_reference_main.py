@@ -257,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             errors += 1
             last_error = str(err)
 
+    track = tracker.update if tracker is not None else None
+
     def on_delivery(err: Any, msg: Any) -> None:
         count_errors(err, msg)
         queue = inflight.get((msg.topic(), msg.partition()))
@@ -268,8 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             frozen.add(key)
         elif key not in frozen:
             committed[key] = offset + 1
-            if tracker is not None:
-                tracker.update(key, offset, msg.offset())
+            if track is not None:
+                track(key, offset, msg.offset())
 
     def commit() -> None:
         nonlocal last_commit
@@ -376,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                 if m.error().code() != KafkaError._PARTITION_EOF:
                     _log(f"consume error: {m.error()}")
                 continue
-            if m.topic() == hb_topic:
+            topic = m.topic()
+            if topic == hb_topic:
                 # Heartbeats are copied with the data (a backlog delays them too), but only
                 # this mirror's own; at most once: the position moves when they are read.
                 headers = m.headers()
@@ -387,14 +390,14 @@ def main(argv: list[str] | None = None) -> int:
                 committed[(hb_topic, m.partition())] = m.offset() + 1
                 continue
             copied += 1
-            engine = engines.get(m.topic())
+            engine = engines.get(topic)
             if engine is not None:
-                rec = MirrorRecord.decoded(m.topic(), m.partition(), m.offset(), m.key(), m.value(), m.headers(),
+                rec = MirrorRecord.decoded(topic, m.partition(), m.offset(), m.key(), m.value(), m.headers(),
                                            m.timestamp()[1])
                 for out in engine.feed(rec, now):
                     send(out)
                 continue
-            target_tp = (prefix + m.topic(), m.partition())
+            target_tp = (prefix + topic, m.partition())
             while True:
                 try:
                     produce(

@@ -137,7 +137,8 @@ class FailoverReport:
     def summary(self) -> str:
         f = self.figures()
         hb = "n/a" if f["heartbeat_lag_ms"] is None else f"{f['heartbeat_lag_ms']} ms"
-        return (f"{len({e.group for e in self.entries})} groups, {len(self.entries)} translations: skipped "
+        groups = len({e.group for e in self.entries})
+        return (f"{groups} group{'' if groups == 1 else 's'}, {len(self.entries)} translations: skipped "
                 f"{f['failover_skipped']}, rereads max {f['failover_rereads_max']}, beyond end max "
                 f"{f['failover_beyond_end_max']}, rewinds {f['failover_rewinds']}, untranslated "
                 f"{f['failover_untranslated']}, checkpoint behind max {f['checkpoint_records_behind_max']} records / "

@@ -25,6 +25,7 @@ from pytest_kafka_mirror.witness import witness
 from tests.fake_kafka import make_fake_kafka_home
 
 if TYPE_CHECKING:
+    from pytest_kafka_mirror.config import Settings
     from pytest_kafka_mirror.session import MirrorFailover, MirrorProducerFactory, MirrorTopics
 
 pytestmark = pytest.mark.integration
@@ -32,7 +33,8 @@ pytestmark = pytest.mark.integration
 PER_PARTITION = 50  # records per partition and phase; 2 partitions per topic
 AHEAD, REWIND = 5, 7
 FAST = (("sync.group.offsets.enabled", "true"), ("emit.checkpoints.interval.seconds", "1"),
-        ("sync.group.offsets.interval.seconds", "1"), ("target.offset.flush.interval.ms", "1000"))
+        ("sync.group.offsets.interval.seconds", "1"), ("target.offset.flush.interval.ms", "1000"),
+        ("emit.heartbeats.interval.seconds", "1"))
 
 
 def _synced(target: str, group: str) -> dict[tuple[str, int], int]:
@@ -116,7 +118,8 @@ def test_fake_mm2_is_checked_unchanged(tmp_path: Path, tansu_pair: tuple[TansuCl
     try:
         rep.start()
         settings = rep.checkpoints  # type: ignore[attr-defined]
-        assert (settings.checkpoints_interval, settings.sync_group_offsets, settings.flush_interval) == (1, True, 1)
+        assert (settings.checkpoints_interval, settings.sync_group_offsets, settings.flush_interval,
+                settings.heartbeats_interval) == (1, True, 1, 1)
         assert settings.groups == ("^fm-.*",)  # rendered: the test's groups are named like its topics
         run = MirrorRun(tmp_path / "run", src.bootstrap_servers, dst.bootstrap_servers,
                         {topic: rep.target_topic(topic)}, partitions={topic: 2}, drain_timeout=10,
@@ -133,7 +136,8 @@ def test_fake_mm2_is_checked_unchanged(tmp_path: Path, tansu_pair: tuple[TansuCl
 
 @pytest.mark.kafka_mirror(replicator_properties={"sync.group.offsets.enabled": "true"})
 def test_readme_failover_example(mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory,
-                                 mirror_failover: MirrorFailover) -> None:
+                                 mirror_failover: MirrorFailover, request: pytest.FixtureRequest,
+                                 kafka_mirror_settings: Settings) -> None:
     """The README's example, through the plugin's fixtures (its marker is repeated here)."""
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     example = text.split("\n## Failover\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
@@ -143,3 +147,6 @@ def test_readme_failover_example(mirror_topics: MirrorTopics, mirror_producer: M
     (report,) = mirror_failover.reports
     assert {e.witness for e in report.entries} == {"mid", "end", "idle"}
     assert {e.via for e in report.entries} == {"checkpoint", "synced"} and report.not_run == {}
+    props = dict(request.node.user_properties)  # the figures, as JUnit properties
+    assert props["kafka_mirror.failover.failover_skipped"] == 0 and "kafka_mirror.failover.heartbeat_lag_ms" in props
+    assert any(kafka_mirror_settings.report_dir.glob("*test_readme_failover_example-failover.json"))
