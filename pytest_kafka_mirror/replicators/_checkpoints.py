@@ -8,7 +8,8 @@ Three parts, as in MM2 (apache/kafka ``connect/mirror``; the record formats are 
   downstream offset ran ``offset.lag.max`` or more past one after the last sync, when an
   upstream offset was skipped, or when the downstream offset went back; otherwise the
   sync is *delayed* and sent at the next offset flush (``offset.flush.interval.ms``), so a
-  low-throughput partition gets an exact sync within one flush interval;
+  low-throughput partition gets an exact sync within one flush interval (KAFKA-15906,
+  apache/kafka#14967, Kafka 3.7);
 * :class:`SyncStore` — MM2's ``OffsetSyncStore``: 64 syncs per partition, kept at
   exponentially spaced upstream offsets (finer near the live end), and the translation of
   an upstream offset: the latest sync at or before it, plus one past it when the group is
@@ -17,7 +18,8 @@ Three parts, as in MM2 (apache/kafka ``connect/mirror``; the record formats are 
   reads the committed offsets of the source's consumer groups, translates them and writes
   **checkpoints** to ``<source>.checkpoints.internal`` on the target (only when more
   recent: a rewound group upstream, or a downstream offset that advanced — MM2's
-  ``checkpointIsMoreRecent``); with ``sync.group.offsets.enabled`` it commits the latest
+  ``checkpointIsMoreRecent``; its last checkpoints survive a restart, as MM2 3.8+ reads
+  them back from the checkpoints topic: ``CheckpointStore``); with ``sync.group.offsets.enabled`` it commits the latest
   checkpoints as the groups' offsets on the target, forward only and only for groups
   without members there (MM2's ``syncGroupOffset``); and it writes a **heartbeat**
   every ``emit.heartbeats.interval.seconds`` into the source's ``heartbeats`` topic (as

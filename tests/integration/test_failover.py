@@ -145,7 +145,7 @@ def test_readme_failover_example(mirror_topics: MirrorTopics, mirror_producer: M
     exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
     namespace["test_failover"](mirror_topics, mirror_producer, mirror_failover)
     (report,) = mirror_failover.reports
-    assert {e.witness for e in report.entries} == {"mid", "end", "idle"}
+    assert {e.witness for e in report.entries} == {"mid", "end", "p2"}
     assert {e.via for e in report.entries} == {"checkpoint", "synced"} and report.not_run == {}
     props = dict(request.node.user_properties)  # the figures, as JUnit properties
     assert props["kafka_mirror.failover.failover_skipped"] == 0 and "kafka_mirror.failover.heartbeat_lag_ms" in props
