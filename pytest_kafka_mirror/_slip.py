@@ -1,0 +1,116 @@
+"""The producer's schedule slip: how late records were handed to the client.
+
+Every throttled record has a due time (its place in the rate schedule) and that due time
+is the timestamp it carries (coordinated omission: latency is measured from when the
+record *should* have been sent, so a producer that falls behind cannot hide the delay).
+How far the producer itself lagged is reported separately, as the distribution of
+``hand-over time - due time`` over all records: the *schedule slip*.
+
+Counting it per record would cost the producer's inner loop a clock read and a histogram
+update per record.  Instead the producer reports each send pass: the records of one pass
+(within one step of the rate profile) are due at evenly spaced times and all leave
+together, so their slips are an arithmetic sequence, which is added to fixed-width buckets
+arithmetically — a handful of operations per pass, not per record.  Records of one pass
+leave within microseconds of each other, so a pass's clock reading stands for all of them.
+
+Buckets are 0.1 ms wide up to 100 ms, 10 ms wide up to 10 s, and one bucket above;
+percentiles are the upper edge of the bucket holding the nearest rank (capped by the exact
+maximum), so they are at most one bucket width above the true value.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+__all__ = ["SlipHistogram"]
+
+_FINE_US = 100.0
+_FINE_LIMIT_US = 100_000.0
+_COARSE_US = 10_000.0
+_LIMIT_US = 10_000_000.0
+_FINE_BUCKETS = int(_FINE_LIMIT_US // _FINE_US)
+_COARSE_BUCKETS = int((_LIMIT_US - _FINE_LIMIT_US) // _COARSE_US)
+_OVERFLOW = _FINE_BUCKETS + _COARSE_BUCKETS
+
+
+def _index(slip_us: float) -> int:
+    if slip_us < _FINE_LIMIT_US:
+        return max(0, int(slip_us // _FINE_US))
+    if slip_us < _LIMIT_US:
+        return _FINE_BUCKETS + int((slip_us - _FINE_LIMIT_US) // _COARSE_US)
+    return _OVERFLOW
+
+
+def _lower_edge(index: int) -> float:
+    if index <= _FINE_BUCKETS:
+        return index * _FINE_US
+    return _FINE_LIMIT_US + (index - _FINE_BUCKETS) * _COARSE_US
+
+
+def _upper_edge(index: int) -> float:
+    return _lower_edge(index + 1) if index < _OVERFLOW else math.inf
+
+
+class SlipHistogram:
+    """Slips of every record, in buckets (see the module docstring)."""
+
+    __slots__ = ("counts", "count", "max_us")
+
+    def __init__(self) -> None:
+        self.counts: dict[int, int] = {}
+        self.count = 0
+        self.max_us = 0.0
+
+    def add_even(self, first_us: float, spacing_us: float, n: int) -> None:
+        """Add ``n`` slips ``first_us, first_us - spacing_us, ...`` (records due ``spacing_us``
+        apart that left together: the first one due is the latest)."""
+        if n <= 0:
+            return
+        first = max(first_us, 0.0)
+        last = max(first_us - spacing_us * (n - 1), 0.0)
+        self.count += n
+        if first > self.max_us:
+            self.max_us = first
+        hi, lo = _index(first), _index(last)
+        if hi == lo or spacing_us <= 0:
+            self.counts[hi] = self.counts.get(hi, 0) + n
+            return
+        # at_least(b): how many of the slips are >= the lower edge of bucket b
+        above = 0
+        for b in range(hi, lo, -1):
+            edge = _lower_edge(b)
+            at_least = min(n, int((first_us - edge) // spacing_us) + 1) if first_us >= edge else 0
+            if at_least > above:
+                self.counts[b] = self.counts.get(b, 0) + at_least - above
+                above = at_least
+        self.counts[lo] = self.counts.get(lo, 0) + n - above
+
+    def merge(self, other: SlipHistogram) -> None:
+        for b, c in other.counts.items():
+            self.counts[b] = self.counts.get(b, 0) + c
+        self.count += other.count
+        self.max_us = max(self.max_us, other.max_us)
+
+    def percentile_ms(self, q: float) -> float | None:
+        """Nearest-rank ``q``-quantile in ms: its bucket's upper edge, at most the maximum."""
+        if not self.count:
+            return None
+        rank = max(1, math.ceil(q * self.count - 1e-9))
+        cum = 0
+        for b in sorted(self.counts):
+            cum += self.counts[b]
+            if cum >= rank:
+                return round(min(_upper_edge(b), self.max_us) / 1000.0, 3)
+        return round(self.max_us / 1000.0, 3)  # unreachable: the counts add up to count
+
+    def to_stats(self) -> dict[str, Any] | None:
+        """``{"p50", "p99", "max"}`` in ms, for the manifest's stats; None without records."""
+        if not self.count:
+            return None
+        return {
+            "p50": self.percentile_ms(0.5),
+            "p99": self.percentile_ms(0.99),
+            "max": round(self.max_us / 1000.0, 3),
+            "records": self.count,
+        }
