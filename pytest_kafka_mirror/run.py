@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
 from .producer import CountsCallback, MirrorProducer, TopicLanes
+from .producer_group import ProducerGroup
 from .rundir import REPORT_FILE, SOURCE_DIR, Manifest
 
 if TYPE_CHECKING:
@@ -109,8 +110,13 @@ class MirrorRun:
         topics: Sequence[str] | None = None,
         faults: Sequence[Scheduled] = (),
         on_counts: CountsCallback | None = None,
-    ) -> Manifest:
+        processes: int = 1,
+    ) -> Manifest | list[Manifest]:
         """Produce one batch of records (blocking) and record its manifest.
+
+        ``processes=N`` (N > 1) produces from N processes sharing one schedule, each with
+        its own producer id at ``rate / N`` (see :mod:`~pytest_kafka_mirror.producer_group`),
+        and returns their N manifests; ``producer_id`` then names them ``ID-0`` .. ``ID-N-1``.
 
         Argument errors are raised before anything is started.  With ``wait_for_target``
         (the default) production starts only once the replicator has created the target
@@ -132,9 +138,17 @@ class MirrorRun:
         if unknown:
             raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
         schedule = FaultSchedule(list(faults))
-        producer = MirrorProducer(
-            self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
-        )
+        producer: MirrorProducer | ProducerGroup
+        if processes == 1:
+            producer = MirrorProducer(
+                self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
+            )
+        else:
+            producer = ProducerGroup(
+                self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
+                format=format, message_size=message_size, producer_id=producer_id, config=config,
+                startup_timeout=self.topic_timeout,
+            )
         topic_lanes = self._topic_lanes(chosen)
         producer.check_size(topic_lanes)
         self.start_capture()
@@ -147,7 +161,7 @@ class MirrorRun:
             if self.target_wait_seconds is None:
                 self.target_wait_seconds = waited
         try:
-            manifest = producer.run(
+            result = producer.run(
                 topic_lanes,
                 rate=rate,
                 duration=duration,
@@ -165,11 +179,13 @@ class MirrorRun:
             with self._lock:
                 self.markers.extend(markers)
                 self.markers.sort(key=lambda m: m.at_us)
-        manifest.stats["faults"] = [m.to_dict() for m in markers]
-        manifest.write(self.run_dir)
+        manifests = result if isinstance(result, list) else [result]
+        for manifest in manifests:
+            manifest.stats["faults"] = [m.to_dict() for m in markers]
+            manifest.write(self.run_dir)
         with self._lock:
-            self.manifests.append(manifest)
-        return manifest
+            self.manifests.extend(manifests)
+        return result
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
         """:meth:`produce` in a thread (same arguments); :meth:`finish` waits for it.

@@ -244,17 +244,21 @@ class MirrorProducerFactory:
         faults: Sequence[Scheduled] = (),
         capture_source: bool = False,
         producer_id: str | None = None,
+        processes: int = 1,
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
         applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
 
         ``capture_source=True`` also captures the source topics, so the report tells records
-        lost by the replicator from records the source cluster lost.
+        lost by the replicator from records the source cluster lost.  ``processes=N`` produces
+        from N processes sharing the schedule, each at ``rate / N`` with its own producer id
+        (for rates one core cannot reach).
         """
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
                            capture_source=capture_source)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
-                     wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id)
+                     wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id,
+                     processes=processes)
         return run
 
     def produce(self, run: MirrorRun, **kwargs: Any) -> Any:
