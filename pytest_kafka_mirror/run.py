@@ -54,6 +54,7 @@ class MirrorRun:
         topic_timeout: float = 60.0,
         warmup_topic: str | None = None,
         capture_source: bool = False,
+        capture_processes: int = 1,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -67,11 +68,15 @@ class MirrorRun:
         self.topic_timeout = topic_timeout
         self.warmup_topic = warmup_topic
         self.target_wait_seconds: float | None = None
-        self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle)
+        # capture_processes > 1 splits the target's partitions between capture processes
+        # (capture.py), for targets one process cannot keep up with.
+        self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
+                               processes=capture_processes)
         self.source_capture: Capture | None = None
         if capture_source:
             self.source_capture = Capture(source_bootstrap, self.run_dir / SOURCE_DIR, {t: t for t in self.topics},
-                                          drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir)
+                                          drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir,
+                                          processes=capture_processes)
         self.source_capture_status: dict[str, Any] | None = None
         self.manifests: list[Manifest] = []
         self.capture_status: dict[str, Any] | None = None

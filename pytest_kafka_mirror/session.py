@@ -181,12 +181,14 @@ class MirrorProducerFactory:
         lanes: dict[str, int] | int | None = None,
         partitions: dict[str, int] | None = None,
         capture_source: bool = False,
+        capture_processes: int = 1,
     ) -> MirrorRun:
         """A run over ``topics`` without producing yet (several producers in one run).
 
         ``partitions`` gives the partition count of topics that do not exist yet (created
         mid-run by a fault); the others are looked up on the source.
         ``capture_source=True`` also captures the source topics, for three-log reconciliation.
+        ``capture_processes=N`` splits the target partitions between N capture processes.
         """
         from .run import MirrorRun
 
@@ -216,6 +218,7 @@ class MirrorProducerFactory:
             topic_timeout=float(self.overrides.get("topic_timeout", s.startup_timeout)),
             warmup_topic=self._warmup_topic(),
             capture_source=capture_source,
+            capture_processes=capture_processes,
         )
         self.runs.append(run)
         if self.session.metrics_spool is not None:
@@ -245,6 +248,7 @@ class MirrorProducerFactory:
         capture_source: bool = False,
         producer_id: str | None = None,
         processes: int = 1,
+        capture_processes: int = 1,
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
         applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
@@ -252,10 +256,11 @@ class MirrorProducerFactory:
         ``capture_source=True`` also captures the source topics, so the report tells records
         lost by the replicator from records the source cluster lost.  ``processes=N`` produces
         from N processes sharing the schedule, each at ``rate / N`` with its own producer id
-        (for rates one core cannot reach).
+        (for rates one core cannot reach); ``capture_processes=N`` reads the target with N
+        capture processes, each taking a share of the partitions.
         """
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
-                           capture_source=capture_source)
+                           capture_source=capture_source, capture_processes=capture_processes)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
                      wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id,
                      processes=processes)
