@@ -56,6 +56,9 @@ from .rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTURE_STATUS, load_man
 __all__ = ["Capture", "CaptureError", "PRODUCE_DONE", "SeenBitmap", "group_file", "merge_progress"]
 
 PRODUCE_DONE = "produce-done"
+#: Written by each ``kafka-mirror produce`` when its manifests are in the run directory
+#: (``produced-<producer id>.json``): a capture on another host counts them (``--producers``).
+PRODUCED_GLOB = "produced-*.json"
 READY = "capture.ready"
 PROGRESS = "capture-progress.json"
 #: Per process of a multi-process capture: its view of the shared stop decision.
@@ -403,7 +406,7 @@ class _CaptureProcess:
         if (self.run_dir / PRODUCE_DONE).exists():
             return True
         want = self.args.producers
-        return bool(want) and len(list(self.manifest_dir.glob("manifest-*.json"))) >= want
+        return bool(want) and len(list(self.manifest_dir.glob(PRODUCED_GLOB))) >= want
 
     def load_lanes(self) -> None:
         """The lanes this process answers for: acknowledged records, source partition in its group."""
@@ -531,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-runtime", type=float, default=0.0)
     ap.add_argument("--manifest-dir", default="", help="where the manifests are (default: the run directory)")
     ap.add_argument("--producers", type=int, default=0,
-                    help="production is done once this many manifests exist (0: wait for the produce-done file)")
+                    help="production is done once this many `kafka-mirror produce` commands finished "
+                         "(produced-*.json); 0: wait for the produce-done file")
     ap.add_argument("--group", type=int, default=0, help="this process's partition group")
     ap.add_argument("--groups", type=int, default=1, help="capture processes: partition P goes to group P %% GROUPS")
     return _run(ap.parse_args(argv))
@@ -572,8 +576,9 @@ class Capture:
 
     ``processes=N`` splits the partitions between N processes (see the module docstring),
     for a target that one process cannot keep up with.  ``producers``: production is done
-    once that many manifests are in the run directory (``kafka-mirror capture`` on another
-    host than the producers); by default the controller says so (:meth:`producers_done`).
+    once that many ``kafka-mirror produce`` commands have finished writing to the run
+    directory (a capture on another host than the producers); by default the controller
+    says so (:meth:`producers_done`).
     """
 
     def __init__(
