@@ -13,9 +13,11 @@ together, so their slips are an arithmetic sequence, which is added to fixed-wid
 arithmetically — a handful of operations per pass, not per record.  Records of one pass
 leave within microseconds of each other, so a pass's clock reading stands for all of them.
 
-Buckets are 0.1 ms wide up to 100 ms, 10 ms wide up to 10 s, and one bucket above;
-percentiles are the upper edge of the bucket holding the nearest rank (capped by the exact
-maximum), so they are at most one bucket width above the true value.
+Buckets are 10 µs wide up to 1 ms, 0.1 ms wide up to 100 ms, 10 ms wide up to 10 s, and
+one bucket above; percentiles are the upper edge of the bucket holding the nearest rank
+(capped by the exact maximum), so they are at most one bucket width above the true value.
+A pass whose slips span many fine buckets costs one step per bucket: only a producer that
+is on schedule has slips below 1 ms, and its passes are short.
 """
 
 from __future__ import annotations
@@ -25,27 +27,40 @@ from typing import Any
 
 __all__ = ["SlipHistogram"]
 
-_FINE_US = 100.0
-_FINE_LIMIT_US = 100_000.0
-_COARSE_US = 10_000.0
-_LIMIT_US = 10_000_000.0
-_FINE_BUCKETS = int(_FINE_LIMIT_US // _FINE_US)
-_COARSE_BUCKETS = int((_LIMIT_US - _FINE_LIMIT_US) // _COARSE_US)
-_OVERFLOW = _FINE_BUCKETS + _COARSE_BUCKETS
+#: (upper limit of a tier in µs, bucket width in µs), in order; above the last: one bucket
+_TIERS = ((1_000.0, 10.0), (100_000.0, 100.0), (10_000_000.0, 10_000.0))
+
+
+def _tier_starts() -> tuple[list[tuple[float, float, int]], int]:
+    """(tier start µs, bucket width, index of its first bucket) per tier, and the overflow index."""
+    starts, lo, first = [], 0.0, 0
+    for hi, width in _TIERS:
+        starts.append((lo, width, first))
+        first += int((hi - lo) // width)
+        lo = hi
+    return starts, first
+
+
+_STARTS, _OVERFLOW = _tier_starts()
+_LIMIT_US = _TIERS[-1][0]
 
 
 def _index(slip_us: float) -> int:
-    if slip_us < _FINE_LIMIT_US:
-        return max(0, int(slip_us // _FINE_US))
-    if slip_us < _LIMIT_US:
-        return _FINE_BUCKETS + int((slip_us - _FINE_LIMIT_US) // _COARSE_US)
-    return _OVERFLOW
+    if slip_us >= _LIMIT_US:
+        return _OVERFLOW
+    for start, width, first in reversed(_STARTS):
+        if slip_us >= start:
+            return first + int((slip_us - start) // width)
+    return 0  # negative: due a hair in the future by float rounding
 
 
 def _lower_edge(index: int) -> float:
-    if index <= _FINE_BUCKETS:
-        return index * _FINE_US
-    return _FINE_LIMIT_US + (index - _FINE_BUCKETS) * _COARSE_US
+    if index >= _OVERFLOW:
+        return _LIMIT_US
+    for start, width, first in reversed(_STARTS):
+        if index >= first:
+            return start + (index - first) * width
+    return 0.0
 
 
 def _upper_edge(index: int) -> float:

@@ -48,7 +48,7 @@ def test_passes_counted_arithmetically_equal_counting_each_record(seed: int) -> 
 def test_stats_of_an_empty_histogram_and_merge() -> None:
     assert SlipHistogram().to_stats() is None
     a, b = SlipHistogram(), SlipHistogram()
-    a.add_even(50.0, 0.0, 10)  # ten records 0.05 ms late
-    b.add_even(2_500.0, 0.0, 1)  # one 2.5 ms late
+    a.add_even(55.0, 0.0, 10)  # ten records 0.055 ms late: the 50-60 µs bucket
+    b.add_even(2_450.0, 0.0, 1)  # one 2.45 ms late: the 2.4-2.5 ms bucket, capped by the maximum
     a.merge(b)
-    assert a.to_stats() == {"p50": 0.1, "p99": 2.5, "max": 2.5, "records": 11}
+    assert a.to_stats() == {"p50": 0.06, "p99": 2.45, "max": 2.45, "records": 11}
