@@ -61,13 +61,29 @@ class Section:
     verify_records: tuple[int, ...]
     floor_rate: float
     floor_seconds: float
+    #: rate measurements are repeated, figure and reference alternately; the median counts
+    repeats: int = 3
+    #: (record size, format, processes) of the producer rates
+    producer_cases: tuple[tuple[int, str, int], ...] = (
+        (100, "headers", 1), (100, "body", 1), (1024, "headers", 1), (1024, "body", 1), (100, "headers", 2),
+        (100, "body", 2))
+    #: (format, processes) of the capture rates
+    capture_cases: tuple[tuple[str, int], ...] = (("headers", 1), ("body", 1), ("headers", 2))
 
 
 MODES = {
     "full": Section("full", 500_000, 20_000, 10.0, 1_000_000, 60.0, 20_000, (1_000_000, 10_000_000), 2_000, 10.0),
     "quick": Section("quick", 100_000, 20_000, 4.0, 200_000, 20.0, 20_000, (1_000_000,), 2_000, 4.0),
-    "smoke": Section("smoke", 2_000, 1_000, 1.0, 3_000, 3.0, 1_000, (20_000,), 500, 1.0),
+    # one case of each code path: single and multi-process, both formats
+    "smoke": Section("smoke", 2_000, 1_000, 1.0, 3_000, 2.0, 1_000, (20_000,), 500, 1.0, repeats=1,
+                     producer_cases=((100, "headers", 1), (100, "body", 2)), capture_cases=(("body", 2),)),
 }
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 @contextlib.contextmanager

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Figure, RssSampler, Section, broker, slope
+from benchmarks._common import Figure, RssSampler, Section, broker, median, slope
 from pytest_kafka_mirror.capture import PRODUCE_DONE, Capture
 from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
 from pytest_kafka_mirror.run import MirrorRun
@@ -86,14 +86,19 @@ def rates(mode: Section, work: Path, log: Any) -> list[Figure]:
     figures: list[Figure] = []
     n = mode.capture_records
     with broker(work / "capture") as cluster:
-        for fmt, processes in (("headers", 1), ("body", 1), ("headers", 2)):
+        for fmt, processes in mode.capture_cases:
             topic, manifest = prefill(cluster, n, fmt)
-            bare = bare_consume(cluster.bootstrap_servers, topic, n)
-            got = ours(cluster, topic, manifest, work / f"capture-{fmt}-{processes}", processes)
-            log(f"capture {fmt} 100 B, {processes} process(es): {got:,.0f} records/s, bare consume loop {bare:,.0f}")
+            bare, got = [], []
+            for i in range(mode.repeats):  # alternately, on the same backlog
+                bare.append(bare_consume(cluster.bootstrap_servers, topic, n))
+                got.append(ours(cluster, topic, manifest, work / f"capture-{fmt}-{processes}-{i}", processes))
             name = f"rate[{fmt},100B]" if processes == 1 else f"rate[{fmt},100B,processes={processes}]"
-            figures.append(Figure("capture", name, round(got), "records/s", "bare consume loop, same consumer config",
-                                  round(bare), params={"records": n, "partitions": PARTITIONS, "processes": processes}))
+            log(f"capture {name}: {median(got):,.0f} records/s (runs: {', '.join(f'{g:,.0f}' for g in got)}), "
+                f"bare consume loop {median(bare):,.0f} (runs: {', '.join(f'{b:,.0f}' for b in bare)})")
+            figures.append(Figure("capture", name, round(median(got)), "records/s",
+                                  "bare consume loop, same consumer config", round(median(bare)),
+                                  params={"records": n, "partitions": PARTITIONS, "processes": processes,
+                                          "runs": [round(g) for g in got], "reference_runs": [round(b) for b in bare]}))
     return figures
 
 

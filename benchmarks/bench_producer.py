@@ -7,7 +7,7 @@ import time
 import uuid
 from typing import Any
 
-from benchmarks._common import Figure, Section, broker
+from benchmarks._common import Figure, Section, broker, median
 from pytest_kafka_mirror._slip import SlipHistogram
 from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
 from pytest_kafka_mirror.producer_group import ProducerGroup
@@ -96,21 +96,20 @@ def rates(mode: Section, work: Any, log: Any) -> list[Figure]:
     n = mode.producer_records
     with broker(work / "producer") as cluster:
         bootstrap = cluster.bootstrap_servers
-        for size in (100, 1024):
-            for fmt in ("headers", "body"):
-                bare = bare_loop(bootstrap, _topic(cluster, "bare"), n, size, fmt)
-                got, _ = ours(bootstrap, _topic(cluster, "ours"), n, size, fmt)
-                log(f"producer {fmt} {size} B: {got:,.0f} records/s, bare loop {bare:,.0f}")
-                figures.append(Figure("producer", f"rate[{fmt},{size}B]", round(got), "records/s",
-                                      "bare confluent-kafka loop, same config", round(bare),
-                                      params={"records": n, "partitions": PARTITIONS, "size": size, "format": fmt}))
-        for fmt in ("headers", "body"):
-            bare = bare_loop(bootstrap, _topic(cluster, "bare"), n, 100, fmt)
-            got, _ = ours(bootstrap, _topic(cluster, "ours2"), n, 100, fmt, processes=2)
-            log(f"producer {fmt} 100 B, 2 processes: {got:,.0f} records/s, bare loop (1 process) {bare:,.0f}")
-            figures.append(Figure("producer", f"rate[{fmt},100B,processes=2]", round(got), "records/s",
-                                  "bare confluent-kafka loop (one process)", round(bare),
-                                  params={"records": n, "processes": 2, "size": 100, "format": fmt}))
+        for size, fmt, processes in mode.producer_cases:
+            bare, got = [], []
+            for _ in range(mode.repeats):  # alternately, so both see the same machine
+                bare.append(bare_loop(bootstrap, _topic(cluster, "bare"), n, size, fmt))
+                got.append(ours(bootstrap, _topic(cluster, "ours"), n, size, fmt, processes)[0])
+            name = f"rate[{fmt},{size}B]" if processes == 1 else f"rate[{fmt},{size}B,processes={processes}]"
+            log(f"producer {name}: {median(got):,.0f} records/s (runs: {', '.join(f'{g:,.0f}' for g in got)}), "
+                f"bare loop {median(bare):,.0f} (runs: {', '.join(f'{b:,.0f}' for b in bare)})")
+            figures.append(Figure(
+                "producer", name, round(median(got)), "records/s",
+                "bare confluent-kafka loop, same config" + (", one process" if processes > 1 else ""),
+                round(median(bare)),
+                params={"records": n, "partitions": PARTITIONS, "size": size, "format": fmt, "processes": processes,
+                        "runs": [round(g) for g in got], "reference_runs": [round(b) for b in bare]}))
     return figures
 
 

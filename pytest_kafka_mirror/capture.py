@@ -63,7 +63,7 @@ READY = "capture.ready"
 PROGRESS = "capture-progress.json"
 #: Per process of a multi-process capture: its view of the shared stop decision.
 STATE = "capture-state.json"
-SEGMENT_ROWS = 200_000
+SEGMENT_ROWS = 100_000
 SEGMENT_SECONDS = 5.0
 CHUNK_BITS = 1 << 16
 _FULL_CHUNK = b"\xff" * (CHUNK_BITS // 8)
@@ -263,6 +263,7 @@ class _CaptureProcess:
         self.last_record_wall = time.time()
         self.lanes: list[tuple[tuple[str, str, int], int, list[list[int]]]] | None = None
         self.complete: set[tuple[str, str, int]] = set()
+        self.pids: dict[bytes, str] = {}
 
     def file(self, name: str) -> Path:
         return self.run_dir / group_file(name, self.group, self.groups)
@@ -309,6 +310,9 @@ class _CaptureProcess:
         mapping_get = self.mapping.get
         seen, counts = self.seen, self.counts
         crc32 = zlib.crc32
+        pids = self.pids  # producer ids seen, decoded once: one str object per producer, not per row
+        if len(pids) > 4096:  # bounded, whatever arrives
+            pids.clear()
         ours_topics: list[str] = []
         ours_pts: list[int] = []
         foreign = headerless = ours = dups = 0
@@ -331,7 +335,8 @@ class _CaptureProcess:
                     if len(headers) == 4:
                         (n0, v0), (n1, v1), (n2, v2), (n3, v3) = headers
                         if n0 == HDR_PRODUCER and n1 == HDR_LANE and n2 == HDR_SEQ and n3 == HDR_TS:
-                            pid, lane, seq, pts = v0.decode(), int(v1), int(v2), int(v3)
+                            pid = pids.get(v0) or pids.setdefault(v0, v0.decode())
+                            lane, seq, pts = int(v1), int(v2), int(v3)
                             ok = len(value) >= 8 and int(value[:8], 16) == crc32(value[8:])
                             size = (len(key) if key else 0) + len(value) + 16 + len(v0) + len(v1) + len(v2) + len(v3)
                             kind = "headers"
@@ -339,7 +344,8 @@ class _CaptureProcess:
                     parts = value.split(b";", 3)
                     if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
                         payload = parts[3]
-                        pid, lane, seq, pts = parts[0].decode(), int(key), int(parts[1]), int(parts[2])
+                        pid = pids.get(parts[0]) or pids.setdefault(parts[0], parts[0].decode())
+                        lane, seq, pts = int(key), int(parts[1]), int(parts[2])
                         ok = len(payload) >= 8 and int(payload[:8], 16) == crc32(payload[8:])
                         size = len(key) + len(value)
                         kind = "body"
