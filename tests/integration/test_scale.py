@@ -47,6 +47,8 @@ def _run(path: Path, mirrored: tuple[Cluster, Cluster, ReferenceReplicator], top
                      partitions=topics, warmup_topic=WARMUP, **kw)  # type: ignore[arg-type]
 
 
+# The counts are the point here; a loaded CI machine may let a process fall behind its share.
+@pytest.mark.filterwarnings("ignore::pytest_kafka_mirror.PytestKafkaMirrorWarning")
 def test_two_producer_processes_and_two_capture_processes_lose_nothing(tmp_path, mirrored):
     run = _run(tmp_path / "run", mirrored, {"sc-a": 3, "sc-b": 2}, capture_processes=2, drain_timeout=15)
     counts: dict[str, dict] = {}
