@@ -8,7 +8,7 @@ bad checksums.  Each implementation runs in its own process, so its peak memory 
 own; the numpy figures are checked against the Spark report (they must agree).
 
     python -m benchmarks.bench_verify generate RUN_DIR RECORDS
-    python -m benchmarks.bench_verify spark RUN_DIR WARMUP_DIR
+    python -m benchmarks.bench_verify spark RUN_DIR [WARMUP_DIR]
     python -m benchmarks.bench_verify numpy RUN_DIR
 """
 
@@ -197,32 +197,43 @@ def numpy_verify(run_dir: Path) -> dict[str, Any]:
     return {"counts": {name: int(v) for name, v in counts.items()}, "latency": latency}
 
 
-def _spark_main(run_dir: Path, warm_dir: Path) -> dict[str, Any]:
-    from pytest_kafka_mirror.verify import get_spark, stop_spark, verify_run
+def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None) -> dict[str, Any]:
+    """The Spark job on ``run_dir`` with ``spark`` (after a warm-up verification of
+    ``warm_dir``, if given): seconds, counts, percentiles, the driver JVM's peak memory."""
+    from pyspark import SparkContext
 
-    t0 = time.monotonic()
-    spark = get_spark("local[2]")
-    session = time.monotonic() - t0
+    from pytest_kafka_mirror.verify import verify_run
+
     t1 = time.monotonic()
-    if warm_dir.name != "-":
+    if warm_dir is not None:
         verify_run(warm_dir, spark=spark, write_report=False)  # JIT and code generation warm-up
     warm = time.monotonic() - t1
     t2 = time.monotonic()
     report = verify_run(run_dir, spark=spark, write_report=False)
     seconds = time.monotonic() - t2
-    from pyspark import SparkContext
-
-    jvm = SparkContext._gateway.proc.pid  # type: ignore[union-attr]
-    jvm_peak = peak_rss_mb(jvm)
-    stop_spark()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)
     lat = report.latency
     return {
-        "seconds": seconds, "session_seconds": session, "warmup_seconds": warm, "jvm_peak_mb": jvm_peak,
+        "seconds": seconds, "warmup_seconds": warm,
+        "jvm_peak_mb": peak_rss_mb(proc.pid) if proc is not None else None,
         "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "counts": {name: getattr(report, name) for name in COUNTED},
         "latency": {"p50_ms": lat.p50_ms, "p90_ms": lat.p90_ms, "p99_ms": lat.p99_ms, "p999_ms": lat.p999_ms,
                     "max_ms": lat.max_ms},
     }
+
+
+def _spark_main(run_dir: Path, warm_dir: Path | None) -> dict[str, Any]:
+    from pytest_kafka_mirror.verify import get_spark, stop_spark
+
+    t0 = time.monotonic()
+    spark = get_spark("local[2]")
+    session = time.monotonic() - t0
+    try:
+        return {**spark_figures(spark, run_dir, warm_dir), "session_seconds": session}
+    finally:
+        stop_spark()
 
 
 def _numpy_main(run_dir: Path) -> dict[str, Any]:
@@ -241,42 +252,49 @@ def _child(*args: str) -> dict[str, Any]:
     return dict(json.loads(proc.stdout.strip().splitlines()[-1]))
 
 
+def agree(spark: dict[str, Any], ref: dict[str, Any]) -> bool:
+    """The numpy reference found the Spark report's counts and percentiles."""
+    return bool(spark["counts"] == ref["counts"] and all(
+        abs((spark["latency"][q] or 0) - (ref["latency"][q] or 0)) < 1e-6 for q in ref["latency"]))
+
+
+def figures(records: int, rows: int, lanes: int, spark: dict[str, Any], ref: dict[str, Any]) -> list[Figure]:
+    same = agree(spark, ref)
+    label = f"{records // 1_000_000}M" if records >= 1_000_000 else f"{records // 1000}k"
+    params = {"rows": rows, "lanes": lanes, "master": "local[2]", "agree": same,
+              "session_seconds": round(spark.get("session_seconds", 0.0), 2), "counts": spark["counts"]}
+    jvm = spark["jvm_peak_mb"] or 0.0
+    return [
+        Figure("verify", f"rate[{label}]", round(rows / spark["seconds"]), "rows/s", "single-pass numpy, same checks",
+               round(rows / ref["seconds"]), params=params,
+               note="" if same else "the numpy figures disagree with the Spark report"),
+        Figure("verify", f"peak_memory[{label}]", round(jvm + spark["python_peak_mb"]), "MB", "numpy process peak",
+               round(ref["peak_mb"]), better="lower",
+               params={"jvm_peak_mb": round(jvm), "python_peak_mb": round(spark["python_peak_mb"])},
+               note="Spark driver JVM (local mode: executors inside) + its Python process"),
+    ]
+
+
 def run(mode: Section, work: Path, log: Any) -> list[Figure]:
-    figures: list[Figure] = []
-    # A small verification first in the same JVM: the figure is the job's, not the JIT's
-    # (skipped in smoke runs, whose figures mean nothing anyway).
-    warm = work / "verify-warmup" if mode.name != "smoke" else Path("-")
-    if mode.name != "smoke":
-        generate(warm, 20_000, seed=1)
+    out: list[Figure] = []
+    # A small verification first in the same JVM: the figure is the job's, not the JIT's.
+    warm = work / "verify-warmup"
+    generate(warm, 20_000, seed=1)
     for records in mode.verify_records:
         run_dir = work / f"verify-{records}"
         t0 = time.monotonic()
         shape = _child("generate", str(run_dir), str(records))
         generated = time.monotonic() - t0
-        rows = shape["rows"]
         spark = _child("spark", str(run_dir), str(warm))
         ref = _child("numpy", str(run_dir))
-        agree = spark["counts"] == ref["counts"] and all(
-            abs((spark["latency"][q] or 0) - (ref["latency"][q] or 0)) < 1e-6 for q in ref["latency"])
-        spark_rate, numpy_rate = rows / spark["seconds"], rows / ref["seconds"]
-        log(f"verify {rows:,} rows (generated in {generated:.1f} s): Spark {spark_rate:,.0f} rows/s "
-            f"({spark['seconds']:.1f} s, JVM peak {spark['jvm_peak_mb']:.0f} MB), numpy {numpy_rate:,.0f} rows/s "
-            f"({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB); reports agree: {agree}")
-        if not agree:
+        rows = shape["rows"]
+        log(f"verify {rows:,} rows (generated in {generated:.1f} s): Spark {rows / spark['seconds']:,.0f} rows/s "
+            f"({spark['seconds']:.1f} s, JVM peak {spark['jvm_peak_mb']:.0f} MB), numpy {rows / ref['seconds']:,.0f} "
+            f"rows/s ({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB); reports agree: {agree(spark, ref)}")
+        if not agree(spark, ref):
             log(f"  DISAGREEMENT: spark {spark['counts']} {spark['latency']}\n  numpy {ref['counts']} {ref['latency']}")
-        label = f"{records // 1_000_000}M" if records >= 1_000_000 else f"{records // 1000}k"
-        params = {"rows": rows, "lanes": shape["lanes"], "master": "local[2]", "agree": agree,
-                  "session_seconds": round(spark["session_seconds"], 2), "counts": spark["counts"]}
-        figures += [
-            Figure("verify", f"rate[{label}]", round(spark_rate), "rows/s", "single-pass numpy, same checks",
-                   round(numpy_rate), params=params,
-                   note="" if agree else "the numpy figures disagree with the Spark report"),
-            Figure("verify", f"peak_memory[{label}]", round(spark["jvm_peak_mb"] + spark["python_peak_mb"]), "MB",
-                   "numpy process peak", round(ref["peak_mb"]), better="lower",
-                   params={"jvm_peak_mb": round(spark["jvm_peak_mb"]), "python_peak_mb": round(spark["python_peak_mb"])},
-                   note="Spark driver JVM (local mode: executors inside) + its Python process"),
-        ]
-    return figures
+        out += figures(records, rows, shape["lanes"], spark, ref)
+    return out
 
 
 if __name__ == "__main__":
@@ -284,7 +302,7 @@ if __name__ == "__main__":
     if cmd == "generate":
         out = generate(Path(rest[0]), int(rest[1]))
     elif cmd == "spark":
-        out = _spark_main(Path(rest[0]), Path(rest[1]))
+        out = _spark_main(Path(rest[0]), Path(rest[1]) if len(rest) > 1 else None)
     elif cmd == "numpy":
         out = _numpy_main(Path(rest[0]))
     else:

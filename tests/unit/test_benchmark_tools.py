@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("numpy")
 
 from benchmarks._common import Figure, slope  # noqa: E402
-from benchmarks.bench_verify import COUNTED, generate, numpy_verify  # noqa: E402
+from benchmarks.bench_verify import COUNTED, _child, agree, figures, generate, numpy_verify, spark_figures  # noqa: E402
 from benchmarks.run import DOC_KIND, _previous, render  # noqa: E402
 from pytest_kafka_mirror.storage import FileStorage  # noqa: E402
 from pytest_kafka_mirror.verify.oracle import oracle_report  # noqa: E402
@@ -51,3 +51,16 @@ def test_slope_of_flat_and_growing_memory() -> None:
     assert slope([(0, 100.0), (1, 100.0), (2, 100.0)]) == 0
     assert slope([(0, 100.0), (1, 102.0), (2, 104.0)]) == pytest.approx(2.0)
     assert slope([(0, 1.0)]) is None
+
+
+def test_the_verify_section_s_spark_and_numpy_runs_agree(tmp_path: Path, spark: object) -> None:
+    # what `python -m benchmarks --sections verify` runs in its child processes, here on the
+    # suite's shared Spark session; numpy through the command-line child, as the benchmark does
+    shape = _child("generate", str(tmp_path / "run"), "20000")
+    ref = _child("numpy", str(tmp_path / "run"))
+    got = spark_figures(spark, tmp_path / "run", None)
+    assert agree(got, ref), (got, ref)
+    assert got["jvm_peak_mb"] > 0 and ref["peak_mb"] > 0
+    rate, memory = figures(20_000, shape["rows"], shape["lanes"], got, ref)
+    assert (rate.key, memory.key) == ("verify.rate[20k]", "verify.peak_memory[20k]")
+    assert rate.params["agree"] is True and rate.ratio is not None and memory.ratio is not None
