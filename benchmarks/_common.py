@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -12,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Figure", "RssSampler", "Section", "broker", "loadavg", "peak_rss_mb", "rss_mb", "slope"]
+__all__ = ["Figure", "RssSampler", "Section", "broker", "direct_run", "loadavg", "peak_rss_mb", "rss_mb", "slope"]
 
 
 @dataclass
@@ -100,11 +99,18 @@ def broker(workdir: Path, name: str = "bench") -> Iterator[Any]:
         cluster.stop()
 
 
-def workdir(root: Path | None, name: str) -> Path:
-    base = root or Path(tempfile.mkdtemp(prefix="kafka-mirror-bench-"))
-    path = base / name
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+def direct_run(cluster: Any, run_dir: Path, name: str, partitions: int) -> Any:
+    """A run over a new topic whose capture reads that topic on the same cluster: the whole
+    tester with no replicator in between."""
+    import uuid
+
+    from pytest_kafka_mirror.run import MirrorRun
+
+    topic = f"bench-{name}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, partitions)
+    servers = cluster.bootstrap_servers
+    return MirrorRun(run_dir, servers, servers, {topic: topic}, partitions={topic: partitions}, drain_timeout=10,
+                     settle=0.0, warmup_topic="kafka-mirror-warmup")
 
 
 def loadavg() -> list[float]:

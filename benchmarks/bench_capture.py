@@ -9,23 +9,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Figure, RssSampler, Section, broker, median, slope
-from pytest_kafka_mirror.capture import PRODUCE_DONE, Capture
+from benchmarks._common import Figure, RssSampler, Section, broker, direct_run, median, slope
+from pytest_kafka_mirror.capture import CONSUMER_CONFIG, PRODUCE_DONE, Capture
 from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
-from pytest_kafka_mirror.run import MirrorRun
 
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"
 
-#: The capture's consumer settings (capture.py), for the bare loop.
-CONSUMER = {
-    "enable.auto.commit": False,
-    "fetch.queue.backoff.ms": 1,
-    "fetch.wait.max.ms": 10,
-    "fetch.error.backoff.ms": 10,
-    "auto.offset.reset": "earliest",
-    "enable.partition.eof": False,
-}
+#: The capture's consumer settings, for the bare loops.
+CONSUMER = CONSUMER_CONFIG
 
 
 def prefill(cluster: Any, n: int, fmt: str, size: int = 100) -> tuple[str, Any]:
@@ -109,11 +101,7 @@ def memory(mode: Section, work: Path, log: Any) -> list[Figure]:
 
 def _memory(cluster: Any, mode: Section, work: Path, log: Any) -> list[Figure]:
     """A live run of ``rss_seconds`` at ``rss_rate``: the capture's RSS sampled every 0.5 s."""
-    topic = f"bench-rss-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, PARTITIONS)
-    bootstrap = cluster.bootstrap_servers
-    run = MirrorRun(work / "capture-rss", bootstrap, bootstrap, {topic: topic}, partitions={topic: PARTITIONS},
-                    drain_timeout=10, settle=0.0, warmup_topic=WARMUP)
+    run = direct_run(cluster, work / "capture-rss", "rss", PARTITIONS)
     with run:
         run.start_capture()
         with RssSampler(run.capture.process.pid, every=0.5) as sampler:

@@ -17,10 +17,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Figure, Section, broker, env_with_worktree, percentile
+from benchmarks._common import Figure, Section, broker, direct_run, env_with_worktree, percentile
 from benchmarks.bench_capture import CONSUMER
 from pytest_kafka_mirror.producer import MirrorProducer
-from pytest_kafka_mirror.run import MirrorRun
 
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"
@@ -32,11 +31,7 @@ def ours(cluster: Any, mode: Section, work: Path) -> dict[str, Any]:
     verified by the oracle (the Spark job's figures, in plain Python)."""
     from pytest_kafka_mirror.verify.oracle import oracle_report
 
-    topic = f"bench-floor-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, PARTITIONS)
-    bootstrap = cluster.bootstrap_servers
-    run = MirrorRun(work / "floor", bootstrap, bootstrap, {topic: topic}, partitions={topic: PARTITIONS},
-                    drain_timeout=10, settle=0.0, warmup_topic=WARMUP)
+    run = direct_run(cluster, work / "floor", "floor", PARTITIONS)
     with run:
         run.produce(rate=mode.floor_rate, duration=mode.floor_seconds, format="headers", message_size=SIZE)
         run.finish(timeout=300)

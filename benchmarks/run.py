@@ -131,8 +131,13 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from pytest_kafka_mirror.storage import FileStorage, _library_versions, autosave_name, get_commit_info, \
-        get_machine_info
+    from pytest_kafka_mirror.storage import (
+        FileStorage,
+        _library_versions,
+        autosave_name,
+        get_commit_info,
+        get_machine_info,
+    )
 
     mode_name = "smoke" if args.smoke else "quick" if args.quick else "full"
     mode = MODES[mode_name]

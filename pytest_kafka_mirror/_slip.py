@@ -70,7 +70,7 @@ def _upper_edge(index: int) -> float:
 class SlipHistogram:
     """Slips of every record, in buckets (see the module docstring)."""
 
-    __slots__ = ("counts", "count", "max_us")
+    __slots__ = ("count", "counts", "max_us")
 
     def __init__(self) -> None:
         self.counts: dict[int, int] = {}
@@ -85,8 +85,7 @@ class SlipHistogram:
         first = max(first_us, 0.0)
         last = max(first_us - spacing_us * (n - 1), 0.0)
         self.count += n
-        if first > self.max_us:
-            self.max_us = first
+        self.max_us = max(self.max_us, first)
         hi, lo = _index(first), _index(last)
         if hi == lo or spacing_us <= 0:
             self.counts[hi] = self.counts.get(hi, 0) + n

@@ -51,9 +51,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTURE_STATUS, load_manifests, write_json_atomic
+from .rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
 
-__all__ = ["Capture", "CaptureError", "PRODUCE_DONE", "SeenBitmap", "group_file", "merge_progress"]
+__all__ = ["PRODUCE_DONE", "Capture", "CaptureError", "SeenBitmap", "group_file", "merge_progress"]
 
 PRODUCE_DONE = "produce-done"
 #: Written by each ``kafka-mirror produce`` when its manifests are in the run directory
@@ -67,6 +67,22 @@ SEGMENT_ROWS = 100_000
 SEGMENT_SECONDS = 5.0
 CHUNK_BITS = 1 << 16
 _FULL_CHUNK = b"\xff" * (CHUNK_BITS // 8)
+
+
+#: The capture's consumer settings (besides servers and group id); the benchmarks' bare
+#: consume loop uses them too, so that it measures the same client work.
+CONSUMER_CONFIG: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "fetch.queue.backoff.ms": 1,
+    "fetch.wait.max.ms": 10,
+    "fetch.error.backoff.ms": 10,
+    # Partitions are assigned at offset 0 rather than OFFSET_BEGINNING: resolving
+    # BEGINNING costs ~0.5 s on Tansu, which would show up as latency of the first
+    # records.  A log whose start moved past 0 is caught by the reset to earliest.
+    "auto.offset.reset": "earliest",
+    "enable.partition.eof": False,
+    "socket.connection.setup.timeout.ms": 5000,
+}
 
 
 def group_file(name: str, group: int, groups: int) -> str:
@@ -241,16 +257,7 @@ class _CaptureProcess:
         self.consumer = Consumer({
             "bootstrap.servers": args.bootstrap,
             "group.id": f"kafka-mirror-capture-{os.getpid()}",  # never joined: assign() only
-            "enable.auto.commit": False,
-            "fetch.queue.backoff.ms": 1,
-            "fetch.wait.max.ms": 10,
-            "fetch.error.backoff.ms": 10,
-            # Partitions are assigned at offset 0 rather than OFFSET_BEGINNING: resolving
-            # BEGINNING costs ~0.5 s on Tansu, which would show up as latency of the first
-            # records.  A log whose start moved past 0 is caught by the reset to earliest.
-            "auto.offset.reset": "earliest",
-            "enable.partition.eof": False,
-            "socket.connection.setup.timeout.ms": 5000,
+            **CONSUMER_CONFIG,
         })
         prefix = "part" if self.groups <= 1 else f"part-g{self.group}"
         self.writer = _Writer(self.run_dir / CAPTURE_DIR, prefix)
@@ -301,7 +308,9 @@ class _CaptureProcess:
 
         from .records import FOREIGN, HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS, Kind, decode
 
-        msgs = self.consumer.consume(500, 0.01)
+        # Messages as Any: the client's stubs type every field optional, which the branches
+        # below handle (a record without a key or value is decode()'s business).
+        msgs: list[Any] = self.consumer.consume(500, 0.01)
         if not msgs:
             return
         arrival = time.time_ns() // 1000
@@ -316,8 +325,12 @@ class _CaptureProcess:
         ours_topics: list[str] = []
         ours_pts: list[int] = []
         foreign = headerless = ours = dups = 0
-        last = (None, None, None)
+        last: tuple[Any, Any, Any] = (None, None, None)
         bm: SeenBitmap | None = None
+        pid: str
+        lane: int
+        seq: int
+        pts: int
         for m in msgs:
             if m.error():
                 if m.error().code() != KafkaError._PARTITION_EOF:
@@ -372,7 +385,7 @@ class _CaptureProcess:
                     continue
                 if d.seq is None or d.lane is None or d.producer_id is None:
                     continue
-                pid, lane, seq, pts = d.producer_id, d.lane, d.seq, d.ts_us
+                pid, lane, seq, pts = d.producer_id, d.lane, d.seq, d.ts_us or 0
             else:
                 append((source, target, m.partition(), m.offset(), kind, pid, lane, seq, pts, arrival,
                         m.timestamp()[1], size, ok, None))
@@ -383,9 +396,9 @@ class _CaptureProcess:
             # one partition mostly belong to one lane).
             if last[2] != lane or last[1] != pid or last[0] != source:
                 last = (source, pid, lane)
-                bm = seen.get(last)  # type: ignore[arg-type]
+                bm = seen.get(last)
                 if bm is None:
-                    bm = seen[last] = SeenBitmap()  # type: ignore[index]
+                    bm = seen[last] = SeenBitmap()
             assert bm is not None
             chunk = bm.chunks.get(seq >> 16)
             if chunk is None:

@@ -9,33 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.clusters import make_cluster
 from pytest_kafka_mirror.clusters.base import Cluster
-from pytest_kafka_mirror.replicators import Knobs, parse_naming
+from pytest_kafka_mirror.replicators import Knobs
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
-from pytest_kafka_mirror.rundir import CAPTURE_DIR, load_manifests
 from pytest_kafka_mirror.run import MirrorRun
+from pytest_kafka_mirror.rundir import CAPTURE_DIR, load_manifests
 from pytest_kafka_mirror.verify.oracle import oracle_report
+from tests.mirrored import WARMUP, mirrored_clusters
 
 pytestmark = pytest.mark.integration
-
-WARMUP = "kafka-mirror-warmup"
 
 
 @pytest.fixture(scope="module")
 def mirrored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, Cluster, ReferenceReplicator]]:
-    d = tmp_path_factory.mktemp("scale")
-    src, dst = make_cluster("source", "tansu", d), make_cluster("target", "tansu", d)
-    try:
-        src.start()
-        dst.start()
-        src.ensure_topic(WARMUP)  # type: ignore[attr-defined]
-        with ReferenceReplicator(src.bootstrap_servers, dst.bootstrap_servers, d / "mirror", topics=r"^sc-",
-                                 naming=parse_naming("prefix:source.")) as rep:
-            yield src, dst, rep
-    finally:
-        src.stop()
-        dst.stop()
+    with mirrored_clusters(tmp_path_factory.mktemp("scale"), r"^sc-") as env:
+        yield env
 
 
 def _run(path: Path, mirrored: tuple[Cluster, Cluster, ReferenceReplicator], topics: dict[str, int],
@@ -81,7 +69,7 @@ def test_records_moved_to_another_group_s_partition_are_still_captured(tmp_path,
     # The mirror sends some records to the next partition: those of lane 0 land in a
     # partition of the other capture process.  The lane's own process never sees it whole,
     # so the run ends by the drain timeout, and every record is in the capture.
-    src, dst, rep = mirrored
+    rep = mirrored[2]
     run = _run(tmp_path / "run", mirrored, {"sc-split": 2}, capture_processes=2, drain_timeout=1.5)
     rep.set_faults("sc-split", Knobs(split_lanes=((0, 100),)))
     try:

@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("numpy")
 
-from benchmarks._common import Figure, slope  # noqa: E402
-from benchmarks.bench_verify import COUNTED, _child, agree, figures, generate, numpy_verify, spark_figures  # noqa: E402
-from benchmarks.run import DOC_KIND, _previous, render  # noqa: E402
-from pytest_kafka_mirror.storage import FileStorage  # noqa: E402
-from pytest_kafka_mirror.verify.oracle import oracle_report  # noqa: E402
+from benchmarks._common import Figure, slope
+from benchmarks.bench_verify import COUNTED, _child, agree, figures, generate, numpy_verify, spark_figures
+from benchmarks.run import DOC_KIND, _previous, render
+from pytest_kafka_mirror.storage import FileStorage
+from pytest_kafka_mirror.verify.oracle import oracle_report
 
 
 def test_the_numpy_reference_computes_the_oracle_s_report(tmp_path: Path) -> None:
