@@ -22,19 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from ._process import _pdeathsig
+from ._process import _pdeathsig, _pid_alive
 
 __all__ = ["main"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         if child.poll() is not None:
             reason = f"command exited with {child.returncode}"
             break
-        if not _alive(args.watch):
+        if not _pid_alive(args.watch):
             reason = f"watched process {args.watch} is gone"
             break
         time.sleep(args.interval)

@@ -111,8 +111,17 @@ def at(seconds: float, fault: Fault) -> Scheduled:
 
 
 def _name(obj: Any) -> str:
-    for attr in ("fault_name", "name", "spec"):
-        v = getattr(obj, attr, None)
+    """How a fault target reads in labels: "replicator (reference)", "target broker (tansu)"."""
+    explicit = getattr(obj, "fault_name", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    spec = getattr(obj, "spec", None)
+    if callable(getattr(obj, "target_topic", None)):  # the Replicator protocol
+        return f"replicator ({spec})" if spec else "replicator"
+    name = getattr(obj, "name", None)
+    if isinstance(name, str) and name and callable(getattr(obj, "capabilities", None)):  # a Cluster
+        return f"{name} broker ({spec})" if spec else f"{name} broker"
+    for v in (name, spec):
         if isinstance(v, str) and v:
             return v
     return type(obj).__name__

@@ -115,8 +115,16 @@ def free_port() -> int:
 
 
 def kraft_cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, base64url without padding (22 characters)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A KRaft cluster id: 16 random bytes, base64url without padding (22 characters).
+
+    Like Kafka's own ``Uuid.randomUuid()``, never one that starts with ``-``: command
+    lines (``tansu broker --cluster-id``, ``kafka-storage.sh format -t``) would read it
+    as an option (1 id in 64 did, and failed a CI run).
+    """
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:

@@ -30,7 +30,7 @@ overall percentiles of the report stay exact (``_latency.py``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,12 +155,20 @@ def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str
             rank = row[name]
             if first <= rank <= row["cum"]:
                 entry[name] = (row["lo"] if rank == first else row["hi"]) / 1000.0
+    return complete_timeline(seconds, manifests, second)
+
+
+def complete_timeline(seconds: dict[int, dict[str, Any]], manifests: Sequence[Manifest],
+                      second: Callable[[int], dict[str, Any]]) -> list[dict[str, Any]]:
+    """Add the producers' ``sent`` counts, fill the seconds without records, add
+    ``missing_so_far``: the part of the timeline that is input, not computation (shared
+    with the oracle).  ``second(t)`` returns the entry of second ``t``, creating it."""
+    from pytest_kafka_mirror.verify._recovery import with_missing_so_far
+
     for m in manifests:
         for t, n in m.stats.get("sent_per_second", []):
             second(int(t))["sent"] += int(n)
     if seconds and max(seconds) - min(seconds) <= MAX_FILLED_SECONDS:
         for t in range(min(seconds), max(seconds) + 1):
             second(t)
-    from pytest_kafka_mirror.verify._recovery import with_missing_so_far
-
     return with_missing_so_far([seconds[t] for t in sorted(seconds)])

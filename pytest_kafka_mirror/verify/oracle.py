@@ -11,8 +11,8 @@ cross-check a surprising report without Spark::
     from pytest_kafka_mirror.verify.oracle import oracle_report
     assert oracle_report(run_dir) == verify_run(run_dir)   # up to the float mean latency
 
-Only input parsing (manifests, the capture schema) and the wording of a phantom's reason
-are shared with the Spark job.
+Only input parsing (manifests, the capture schema, the producers' per-second counts) and
+the wording of a phantom's reason are shared with the Spark job.
 """
 
 from __future__ import annotations
@@ -208,8 +208,7 @@ def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set
     The job's per-second percentiles come from 1 % buckets (``verify/_timeline.py``): they
     are never below these exact values and at most 1 % above them.
     """
-    from pytest_kafka_mirror.verify._recovery import with_missing_so_far
-    from pytest_kafka_mirror.verify._timeline import MAX_FILLED_SECONDS, producer_figures
+    from pytest_kafka_mirror.verify._timeline import complete_timeline, producer_figures
 
     manifests = load_manifests(run)
     report.producers = producer_figures(manifests)
@@ -240,13 +239,7 @@ def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set
         e["p99_ms"] = lats[nearest_rank(0.99, len(lats)) - 1] / 1000.0
     for t, n in arrived.items():
         second(t)["arrived"] = n
-    for m in manifests:
-        for t, n in m.stats.get("sent_per_second", []):
-            second(int(t))["sent"] += int(n)
-    if seconds and max(seconds) - min(seconds) <= MAX_FILLED_SECONDS:
-        for t in range(min(seconds), max(seconds) + 1):
-            second(t)
-    report.timeline = with_missing_so_far([seconds[t] for t in sorted(seconds)])
+    report.timeline = complete_timeline(seconds, manifests, second)
 
 
 def _examples(

@@ -28,6 +28,23 @@ from pytest_kafka_mirror.replicators.mm2 import (
 from tests.fake_kafka import make_fake_kafka_home
 
 
+# ----------------------------------------------------------------------------- cluster ids
+def test_cluster_id_never_starts_with_a_dash(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 0xf8 encodes to "-" in base64url: such an id is read as an option by
+    # `tansu broker --cluster-id` and `kafka-storage.sh format -t` (one CI run failed so).
+    import uuid
+
+    from pytest_kafka_mirror.clusters import base
+
+    drawn = iter([uuid.UUID(bytes=b"\xf8" + bytes(15)), uuid.UUID(bytes=b"\x01" * 16)])
+    monkeypatch.setattr(base.uuid, "uuid4", lambda: next(drawn))
+    assert base.kraft_cluster_id() == "AQEBAQEBAQEBAQEBAQEBAQ"
+    monkeypatch.undo()
+    for _ in range(2000):
+        cluster_id = base.kraft_cluster_id()
+        assert len(cluster_id) == 22 and not cluster_id.startswith("-")
+
+
 # ----------------------------------------------------------------------------- containers
 @pytest.mark.parametrize(
     "image,flavour",

@@ -77,3 +77,24 @@ def test_an_unstarted_schedule_cancels_cleanly() -> None:
     schedule.start()
     schedule.cancel()
     assert t.calls == [] and schedule.markers == []
+
+
+def test_labels_say_what_was_hit() -> None:
+    class Rep:
+        spec = "mm2:/opt/kafka"
+
+        def target_topic(self, t: str) -> str:
+            return t
+
+        def kill(self) -> None: ...
+
+    class Broker:
+        name, spec = "target", "tansu"
+
+        def capabilities(self) -> None: ...
+
+        def restart(self) -> None: ...
+
+    assert kill(Rep()).label == "kill replicator (mm2:/opt/kafka)"
+    assert restart(Broker()).label == "restart target broker (tansu)"
+    assert kill(Target()).label == "kill thing"
