@@ -1,5 +1,9 @@
 """``kafka-mirror``: the pipeline's stages outside pytest.
 
+    kafka-mirror produce --bootstrap B --topics T --rate R --duration S --run-dir DIR
+                                                           produce test records, write the manifests
+    kafka-mirror capture --bootstrap B --topics T [--naming P] --run-dir DIR
+                                                           capture the target until the producers are done
     kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
     kafka-mirror show REPORT.json                          print a stored report
     kafka-mirror compare RUN_A RUN_B [--compare-fail EXPR]  compare two stored runs (B against baseline A)
@@ -8,6 +12,8 @@
     kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
     kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
 
+``produce``, ``capture`` and ``verify`` are the pipeline's stages, one command each, to run
+on separate hosts that share the run directory (see ``_cli_stages.py``).
 ``verify`` exits 1 when the run broke at-least-once delivery or lane order, so it can
 gate a shell pipeline; ``--json`` writes the report where you want it.  ``compare`` needs
 no cluster and no Spark: it reads two stored runs (``--kafka-mirror-save`` /
@@ -180,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--allow-source-loss", action="store_true",
                    help="records the source cluster lost do not fail the run (needs a run with a source capture)")
     v.set_defaults(func=_cmd_verify)
+    from ._cli_stages import add_stage_commands
+
+    add_stage_commands(sub)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
     c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")
     c.add_argument("current", metavar="RUN_B", help="the run to check against RUN_A, same forms")

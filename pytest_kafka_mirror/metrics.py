@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from .capture import merge_progress
 from .rundir import write_json_atomic
 
 __all__ = [
@@ -66,6 +67,7 @@ JOB = "kafka_mirror"
 PUSH_INTERVAL = 5.0
 #: The capture progress file (capture.py writes it).
 PROGRESS_FILE = "capture-progress.json"
+PROGRESS_GLOB = "capture-progress*.json"
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,8 @@ class MirrorCollector:
                     failed[topic] += c.get("failed", 0)
                     rate[topic] += c.get("rate", 0.0)
             for run_dir, test in state.get("captures", {}).items():
-                progress = _read_json(Path(run_dir) / PROGRESS_FILE)
+                # one file per capture process (capture-progress-gI.json when there are several)
+                progress = merge_progress([_read_json(p) for p in sorted(Path(run_dir).glob(PROGRESS_GLOB))] or [{}])
                 for topic, n in progress.get("by_topic", {}).items():
                     arrived[topic] += n
                 hist = progress.get("latency")

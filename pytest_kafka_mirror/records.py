@@ -137,10 +137,15 @@ class RecordEncoder:
             payload_len = message_size - key_len - (len(self._pid) + 1 + SEQ_WIDTH + 1 + TS_WIDTH + 1)
             self._lane_hdr = []
         self._keys = [b"%0*d" % (key_len, lane) for lane in range(lanes)]
-        self._variants = _payloads(payload_len)
+        #: the payload of record ``seq`` is ``variants[seq % VARIANTS]``
+        self.variants = self._variants = _payloads(payload_len)
 
     def key(self, lane: int) -> bytes:
         return self._keys[lane]
+
+    def lane_headers(self) -> list[bytes]:
+        """Value of the lane header per lane (headers format; empty in the body format)."""
+        return list(self._lane_hdr)
 
     def encode(self, lane: int, seq: int, ts_us: int) -> tuple[bytes, list[tuple[str, bytes]] | None]:
         """Return ``(value, headers)`` for one record; headers is None in the body format."""

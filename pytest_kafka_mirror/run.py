@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .capture import Capture
 from .producer import CountsCallback, MirrorProducer, TopicLanes
+from .producer_group import ProducerGroup
 from .rundir import REPORT_FILE, SOURCE_DIR, Manifest
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class MirrorRun:
         topic_timeout: float = 60.0,
         warmup_topic: str | None = None,
         capture_source: bool = False,
+        capture_processes: int = 1,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -69,11 +71,15 @@ class MirrorRun:
         self.topic_timeout = topic_timeout
         self.warmup_topic = warmup_topic
         self.target_wait_seconds: float | None = None
-        self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle)
+        # capture_processes > 1 splits the target's partitions between capture processes
+        # (capture.py), for targets one process cannot keep up with.
+        self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
+                               processes=capture_processes)
         self.source_capture: Capture | None = None
         if capture_source:
             self.source_capture = Capture(source_bootstrap, self.run_dir / SOURCE_DIR, {t: t for t in self.topics},
-                                          drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir)
+                                          drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir,
+                                          processes=capture_processes)
         self.source_capture_status: dict[str, Any] | None = None
         self.manifests: list[Manifest] = []
         self.capture_status: dict[str, Any] | None = None
@@ -115,8 +121,13 @@ class MirrorRun:
         faults: Sequence[Scheduled] = (),
         on_counts: CountsCallback | None = None,
         witnesses: Sequence[tuple[Witness, str]] = (),
-    ) -> Manifest:
+        processes: int = 1,
+    ) -> Manifest | list[Manifest]:
         """Produce one batch of records (blocking) and record its manifest.
+
+        ``processes=N`` (N > 1) produces from N processes sharing one schedule, each with
+        its own producer id at ``rate / N`` (see :mod:`~pytest_kafka_mirror.producer_group`),
+        and returns their N manifests; ``producer_id`` then names them ``ID-0`` .. ``ID-N-1``.
 
         Argument errors are raised before anything is started.  With ``wait_for_target``
         (the default) production starts only once the replicator has created the target
@@ -141,9 +152,17 @@ class MirrorRun:
         if unknown:
             raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
         schedule = FaultSchedule(list(faults))
-        producer = MirrorProducer(
-            self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
-        )
+        producer: MirrorProducer | ProducerGroup
+        if processes == 1:
+            producer = MirrorProducer(
+                self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
+            )
+        else:
+            producer = ProducerGroup(
+                self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
+                format=format, message_size=message_size, producer_id=producer_id, config=config,
+                startup_timeout=self.topic_timeout,
+            )
         topic_lanes = self._topic_lanes(chosen)
         producer.check_size(topic_lanes)
         monitor = None
@@ -170,7 +189,7 @@ class MirrorRun:
                 monitor.start_clock()
 
         try:
-            manifest = producer.run(
+            result = producer.run(
                 topic_lanes,
                 rate=rate,
                 duration=duration,
@@ -192,13 +211,15 @@ class MirrorRun:
             with self._lock:
                 self.markers.extend(markers)
                 self.markers.sort(key=lambda m: m.at_us)
-        manifest.stats["faults"] = [m.to_dict() for m in markers]
-        manifest.write(self.run_dir)
+        manifests = result if isinstance(result, list) else [result]
+        for manifest in manifests:
+            manifest.stats["faults"] = [m.to_dict() for m in markers]
+            manifest.write(self.run_dir)
         with self._lock:
-            self.manifests.append(manifest)
+            self.manifests.extend(manifests)
         if monitor is not None:
             monitor.production_done(self.manifests)
-        return manifest
+        return result
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
         """:meth:`produce` in a thread (same arguments); :meth:`finish` waits for it.

@@ -184,12 +184,14 @@ class MirrorProducerFactory:
         lanes: dict[str, int] | int | None = None,
         partitions: dict[str, int] | None = None,
         capture_source: bool = False,
+        capture_processes: int = 1,
     ) -> MirrorRun:
         """A run over ``topics`` without producing yet (several producers in one run).
 
         ``partitions`` gives the partition count of topics that do not exist yet (created
         mid-run by a fault); the others are looked up on the source.
         ``capture_source=True`` also captures the source topics, for three-log reconciliation.
+        ``capture_processes=N`` splits the target partitions between N capture processes.
         """
         from .run import MirrorRun
 
@@ -219,6 +221,7 @@ class MirrorProducerFactory:
             topic_timeout=float(self.overrides.get("topic_timeout", s.startup_timeout)),
             warmup_topic=self._warmup_topic(),
             capture_source=capture_source,
+            capture_processes=capture_processes,
         )
         self.runs.append(run)
         if self.session.metrics_spool is not None:
@@ -248,6 +251,8 @@ class MirrorProducerFactory:
         capture_source: bool = False,
         producer_id: str | None = None,
         witnesses: Sequence[Witness] = (),
+        processes: int = 1,
+        capture_processes: int = 1,
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
         applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
@@ -256,12 +261,15 @@ class MirrorProducerFactory:
         lost by the replicator from records the source cluster lost.  ``witnesses``
         (:func:`~pytest_kafka_mirror.witness.witness`) are consumer groups on the source
         that consume and commit at chosen points, for ``mirror_failover(run)``.
+        ``processes=N`` produces from N processes sharing the schedule, each at ``rate / N``
+        with its own producer id (for rates one core cannot reach); ``capture_processes=N``
+        reads the target with N capture processes, each taking a share of the partitions.
         """
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
-                           capture_source=capture_source)
+                           capture_source=capture_source, capture_processes=capture_processes)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
                      wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id,
-                     witnesses=witnesses)
+                     witnesses=witnesses, processes=processes)
         return run
 
     def witness_groups(self, witnesses: Sequence[Witness]) -> list[tuple[Witness, str]]:

@@ -307,7 +307,9 @@ class MirrorReport:
     #: after production start), ``error`` when the fault could not be applied
     markers: list[dict[str, Any]] = field(default_factory=list)
     #: one entry per producer of the run: id, topics, requested rate, sent / acked / failed,
-    #: produce seconds and achieved rate per topic (from the manifests' stats)
+    #: produce seconds and achieved rate per topic, and for a throttled producer its
+    #: ``schedule_slip_ms`` (p50 / p99 / max: how late it handed records to the client; the
+    #: records carry their due time, so latency already includes it) (from the manifests' stats)
     producers: list[dict[str, Any]] = field(default_factory=list)
     #: per source topic: ``first_produce_us`` / ``first_arrival_us`` of its acknowledged
     #: records (UTC epoch microseconds), for the new-topic discovery time

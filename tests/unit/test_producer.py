@@ -20,47 +20,92 @@ class FakeError:
         return self._name
 
 
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, key: bytes | None, value: bytes) -> None:
+        self._t, self._p, self._k, self._v = topic, partition, key, value
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def value(self) -> bytes:
+        return self._v
+
+    def headers(self) -> None:
+        return None  # as confluent-kafka: delivery reports carry no headers
+
+
 class FakeClient:
-    """Records every produce call; delivery reports fire on poll/flush, failing chosen seqs."""
+    """Records every produce call; delivery reports fire on poll/flush as librdkafka's do.
+
+    ``fail``: produce calls (by index) whose delivery fails; ``lose``: calls never answered
+    (they stay queued: flush returns how many, purge reports them).  With
+    ``delivery.report.only.error`` (the producer's default) only failures are reported, to the
+    record's own callback or else the configuration's ``on_delivery``.
+    """
 
     def __init__(self, config: dict[str, Any], *, fail: set[int] | None = None, lose: set[int] | None = None,
                  delay: float = 0.0, slow_calls: int = 1 << 60, reorder: bool = False) -> None:
         self.config = config
         self.calls: list[tuple[float, str, int, bytes | None, bytes, Any]] = []
         self.pending: list[Any] = []
+        self.stuck: list[Any] = []
         self.fail = fail or set()
-        self.lose = lose or set()  # never reported (as if the process died)
+        self.lose = lose or set()  # never reported (as if the broker never answered)
         self.delay = delay
         self.slow_calls = slow_calls  # the first slow_calls produce calls take `delay` each
         self.reorder = reorder
         self.n = 0
 
-    def produce(self, topic: str, value: bytes, key: bytes | None = None, *, partition: int, headers: Any = None, on_delivery: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes | None = None, *, partition: int, headers: Any = None,
+                on_delivery: Any = None) -> None:
         if self.delay and self.n < self.slow_calls:
             time.sleep(self.delay)
         self.calls.append((time.monotonic(), topic, partition, key, value, headers))
         i = self.n
         self.n += 1
-        if i not in self.lose:
-            self.pending.append((on_delivery, FakeError("_MSG_TIMED_OUT") if i in self.fail else None))
+        cb = on_delivery or self.config.get("on_delivery")
+        entry = (cb, FakeMessage(topic, partition, key, value))
+        (self.stuck if i in self.lose else self.pending).append((*entry, "_MSG_TIMED_OUT" if i in self.fail else None))
+
+    def __len__(self) -> int:
+        return len(self.pending) + len(self.stuck)
+
+    def _report(self, entries: list[Any]) -> None:
+        only_error = self.config.get("delivery.report.only.error")
+        for cb, msg, err in entries:
+            if cb is not None and (err is not None or not only_error):
+                cb(FakeError(err) if err else None, msg)
 
     def poll(self, timeout: float = 0) -> int:
         pending, self.pending = self.pending, []
         if self.reorder:
             pending.reverse()
-        for cb, err in pending:
-            cb(err, None)
+        self._report(pending)
         if timeout:
             time.sleep(min(timeout, 0.001))
         return len(pending)
 
     def flush(self, timeout: float = 0) -> int:
         self.poll()
-        return 0
+        return len(self.stuck)
+
+    def purge(self, in_queue: bool = True, in_flight: bool = True) -> None:
+        stuck, self.stuck = self.stuck, []
+        self.pending += [(cb, msg, "_PURGE_QUEUE") for cb, msg, _ in stuck]
 
 
 def _producer(client: FakeClient, **kw: Any) -> MirrorProducer:
-    return MirrorProducer("fake:1", client_factory=lambda cfg: client, producer_id="ptest", **kw)
+    def factory(config: dict[str, Any]) -> FakeClient:
+        client.config = {**config, **client.config}  # the producer's configuration, as a real client gets it
+        return client
+
+    return MirrorProducer("fake:1", client_factory=factory, producer_id="ptest", **kw)
 
 
 def test_never_exceeds_the_rate_and_sends_exactly_rate_times_duration() -> None:
@@ -100,6 +145,7 @@ def test_manifest_records_acked_failed_and_unreported_ranges() -> None:
     assert lane.failed == [[3, 4], [9, 9]]
     assert lane.acked_count == 8
     assert m.stats["failed"] == 3 and m.stats["errors"] == {"_MSG_TIMED_OUT": 3}
+    assert m.stats["unreported"] == 1 and "unaccounted" not in m.stats
 
 
 def test_out_of_order_delivery_reports_still_give_merged_ranges() -> None:
@@ -195,3 +241,54 @@ def test_sent_per_second_counts_each_record_in_the_second_of_its_own_timestamp()
         assert d.ts_us is not None
         seconds[d.ts_us // 1_000_000] += 1
     assert sorted([s, n] for s, n in seconds.items()) == m.stats["sent_per_second"]
+
+
+def test_throttled_records_carry_their_due_time_coordinated_omission() -> None:
+    # A 0.3 s stall at the start: the records due meanwhile leave late, but carry the time
+    # they were due, so latency measured from them includes the producer's own delay.
+    client = FakeClient({}, delay=0.1, slow_calls=3)
+    steps = [(0, 200), (0.5, 1000)]
+    m = _producer(client).run([TopicLanes("a", 3)], rate=steps, duration=1.0)
+    profile = RateProfile(steps)
+    due = [m.started_us + int(profile.time_of(k) * 1e6) for k in range(len(client.calls))]
+    carried = [decode(key, value, headers).ts_us for _t, _topic, _p, key, value, headers in client.calls]
+    assert all(abs(c - d) <= 1 for c, d in zip(carried, due, strict=True))  # µs rounding of the float product
+    slip = m.stats["schedule_slip_ms"]
+    assert m.stats["timestamps"] == "due" and slip["records"] == len(client.calls) == 600
+    # the first record left ~0.1 s late (the first call sleeps before it is recorded), the stall shows in max / p99
+    assert 90 <= slip["max"] <= 1000 and slip["p99"] >= 50 and slip["p50"] <= slip["p99"] <= slip["max"]
+
+
+def test_unthrottled_records_carry_the_time_they_were_sent() -> None:
+    client = FakeClient({})
+    before = time.time_ns() // 1000
+    m = _producer(client, format="body").run([TopicLanes("a", 2)], rate=None, count=100)
+    ts = [decode(key, value, headers).ts_us for _t, _topic, _p, key, value, headers in client.calls]
+    assert before <= ts[0] and ts == sorted(ts) and ts[-1] <= m.finished_us
+    assert m.stats["timestamps"] == "sent" and m.stats["schedule_slip_ms"] is None
+
+
+def test_body_format_failures_are_identified_from_the_record() -> None:
+    # body records have no callback of their own: the failure report's value names the record
+    client = FakeClient({}, fail={1, 6}, lose={9})
+    m = _producer(client, format="body").run([TopicLanes("a", 2, lanes=2), TopicLanes("b", 1)], rate=None, count=6)
+    calls = [(c[1], decode(c[3], c[4], c[5])) for c in client.calls]
+    failed = {(calls[i][0], calls[i][1].lane, calls[i][1].seq) for i in (1, 6)}
+    lost = {(calls[9][0], calls[9][1].lane, calls[9][1].seq)}
+    got_failed = {(l.topic, l.lane, s) for l in m.lanes for a, b in l.failed for s in range(a, b + 1)}
+    not_acked = {(l.topic, l.lane, s) for l in m.lanes for s in range(l.sent)
+                 if not any(a <= s <= b for a, b in l.acked)}
+    assert got_failed == failed and not_acked == failed | lost
+    assert m.stats["failed"] == 2 and m.stats["unreported"] == 1
+
+
+def test_start_at_starts_the_shared_schedule_at_that_wall_time() -> None:
+    client = FakeClient({})
+    start = time.time() + 0.3
+    started: list[float] = []
+    m = _producer(client).run([TopicLanes("a", 1)], rate=100, count=5, start_at=start,
+                              on_start=lambda: started.append(time.time()))
+    assert m.started_us == round(start * 1e6)
+    assert started[0] >= start - 0.002
+    ts = [decode(c[3], c[4], c[5]).ts_us for c in client.calls]
+    assert ts == [m.started_us + k * 10_000 for k in range(5)]

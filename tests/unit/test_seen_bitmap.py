@@ -34,3 +34,19 @@ def test_memory_is_sparse() -> None:
     bm.add(10**12)
     bm.add(3)
     assert len(bm.chunks) == 2
+
+
+def test_covers_agrees_with_checking_every_sequence() -> None:
+    import random
+
+    rng = random.Random(3)
+    for _ in range(300):
+        bm = SeenBitmap()
+        top = rng.choice([40, 300, CHUNK_BITS + 100])
+        holes = set(rng.sample(range(top), rng.randint(0, 3)))
+        for s in range(top):
+            if s not in holes:
+                bm.add(s)
+        a = rng.randrange(top)
+        b = rng.randrange(a, top)
+        assert bm.covers([[a, b]]) == all(s not in holes for s in range(a, b + 1)), (a, b, sorted(holes))
