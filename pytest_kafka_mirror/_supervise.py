@@ -15,7 +15,6 @@ end of the run; if the controller is SIGKILLed the supervisor notices within
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import subprocess
 import sys
