@@ -212,24 +212,30 @@ class _Writer:
         self.rows: list[tuple[Any, ...]] = []
         self.segments = 0
         self.written = 0
+        # pyarrow's import, the schema and the zstd writer cost ~0.3-0.6 s the first time:
+        # paid here, before the capture reads anything, not in the first flush (which
+        # stalled the consume loop and put ~600 ms into the latency of the records behind it).
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from .rundir import capture_schema
+
+        self._pa, self._pq = pa, pq
+        self.schema = capture_schema()
+        pq.write_table(self.schema.empty_table(), pa.BufferOutputStream(), compression="zstd")
         self.last_flush = time.monotonic()
 
     def flush(self) -> None:
         self.last_flush = time.monotonic()
         if not self.rows:
             return
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        from .rundir import capture_schema
-
-        schema = capture_schema()
+        pa, schema = self._pa, self.schema
         columns = list(zip(*self.rows, strict=True))
         table = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
                                      schema=schema)
         name = f"{self.prefix}-{self.segments:05d}.parquet"
         tmp = self.out_dir / f".{name}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
+        self._pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, self.out_dir / name)
         self.segments += 1
         self.written += table.num_rows

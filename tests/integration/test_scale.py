@@ -53,8 +53,8 @@ def test_two_producer_processes_and_two_capture_processes_lose_nothing(tmp_path,
     assert all(m.stats["timestamps"] == "due" and m.stats["schedule_slip_ms"]["records"] == 3000 for m in manifests)
     assert sorted(m.producer_id for m in load_manifests(tmp_path / "run")) == ["pgrp-0", "pgrp-1"]
 
-    assert status["reason"] == "satisfied" and status["ours"] == 6000
-    assert [p["reason"] for p in status["processes"]] == ["satisfied", "satisfied"]
+    assert (status["reason"], status["ours"]) == ("satisfied", 6000), status
+    assert [p["reason"] for p in status["processes"]] == ["satisfied", "satisfied"], status
     segments = sorted(p.name for p in (tmp_path / "run" / CAPTURE_DIR).glob("*.parquet"))
     assert {s.split("-")[1] for s in segments} == {"g0", "g1"}
     report = oracle_report(tmp_path / "run")
