@@ -51,6 +51,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._gaps import GapGuard
 from .rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
 
 __all__ = ["PRODUCE_DONE", "Capture", "CaptureError", "SeenBitmap", "group_file", "merge_progress"]
@@ -267,6 +268,9 @@ class _CaptureProcess:
         })
         prefix = "part" if self.groups <= 1 else f"part-g{self.group}"
         self.writer = _Writer(self.run_dir / CAPTURE_DIR, prefix)
+        # Offsets must follow each other: a broker showing a later record first (Tansu,
+        # several producers on one partition) must not make the capture skip one.
+        self.gaps = GapGuard(self.consumer, log=lambda text: print(f"capture: {text}", flush=True))
         self.assigned: dict[str, int] = {}
         self.seen: dict[tuple[str, str, int], SeenBitmap] = {}
         self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "duplicates_seen": 0}
@@ -297,6 +301,8 @@ class _CaptureProcess:
                 new += [TopicPartition(target, p, 0) for p in range(have, n) if p % self.groups == self.group]
                 self.assigned[target] = n
         if new:
+            for tp in new:
+                self.gaps.start(tp.topic, tp.partition, tp.offset)
             self.consumer.incremental_assign(new)
         if new or len(self.assigned) == len(self.mapping):
             self.write_progress()
@@ -316,7 +322,7 @@ class _CaptureProcess:
 
         # Messages as Any: the client's stubs type every field optional, which the branches
         # below handle (a record without a key or value is decode()'s business).
-        msgs: list[Any] = self.consumer.consume(500, 0.01)
+        msgs: Sequence[Any] = self.gaps.filter(self.consumer.consume(500, 0.01))
         if not msgs:
             return
         arrival = time.time_ns() // 1000
@@ -530,6 +536,7 @@ class _CaptureProcess:
             "settle": args.settle,
             "drain_timeout": args.drain_timeout,
             "partitions": self.assigned,
+            "offset_gaps": self.gaps.to_dict(),
         }
         if self.groups > 1:
             status["group"] = [self.group, self.groups]
@@ -737,6 +744,8 @@ class Capture:
             drain_timeout=self.drain_timeout,
             processes=[{"reason": st["reason"], "records": st["records"], "elapsed": st["elapsed"]}
                        for st in statuses],
+            offset_gaps={k: sum(st.get("offset_gaps", {}).get(k, 0) for st in statuses)
+                         for k in ("refetched", "accepted", "accepted_offsets", "open")},
         )
         write_json_atomic(self.run_dir / CAPTURE_STATUS, merged)
 
