@@ -1,7 +1,7 @@
 """``python -m benchmarks``: every figure of the README's Performance section, each with a
 reference measured in the same run on the same broker, written as JSON for the next run.
 
-    python -m benchmarks              the full run (10M-record verification included: ~15 min)
+    python -m benchmarks              the full run (10M-record verification included: ~8 min on 2 cores)
     python -m benchmarks --quick      smaller counts (a few minutes)
     python -m benchmarks --sections producer,throttle   only some sections
     python -m benchmarks --smoke      tiny counts: checks the command works (the test suite runs it)
