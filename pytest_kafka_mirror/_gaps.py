@@ -99,11 +99,10 @@ class GapGuard:
                 del self.open[gap]
                 self.accepted += 1
                 self.accepted_offsets += off - want
-            elif self.open:
-                if self.open.pop((key[0], key[1], off), None) is not None:
-                    self.refetched += 1
-                    if self.log is not None:
-                        self.log(f"{key[0]}/{key[1]} offset {off}: shown by the broker after a later one, re-read")
+            elif self.open and self.open.pop((key[0], key[1], off), None) is not None:
+                self.refetched += 1
+                if self.log is not None:
+                    self.log(f"{key[0]}/{key[1]} offset {off}: shown by the broker after a later one, re-read")
             nxt[key] = off + 1
             out.append(m)
         return out

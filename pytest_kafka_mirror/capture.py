@@ -221,7 +221,6 @@ class _Writer:
 
         from .rundir import capture_schema
 
-        self._pa, self._pq = pa, pq
         self.schema = capture_schema()
         pq.write_table(self.schema.empty_table(), pa.BufferOutputStream(), compression="zstd")
         self.last_flush = time.monotonic()
@@ -230,13 +229,16 @@ class _Writer:
         self.last_flush = time.monotonic()
         if not self.rows:
             return
-        pa, schema = self._pa, self.schema
+        import pyarrow as pa  # loaded by __init__: a dictionary lookup here
+        import pyarrow.parquet as pq
+
+        schema = self.schema
         columns = list(zip(*self.rows, strict=True))
         table = pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema, strict=True)],
                                      schema=schema)
         name = f"{self.prefix}-{self.segments:05d}.parquet"
         tmp = self.out_dir / f".{name}.tmp"
-        self._pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="zstd")
         os.replace(tmp, self.out_dir / name)
         self.segments += 1
         self.written += table.num_rows
