@@ -19,8 +19,11 @@ import argparse
 import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from . import config
 
 __all__ = ["add_stage_commands", "parse_rate", "parse_topics_map"]
 
@@ -72,33 +75,28 @@ def parse_topics_map(text: str) -> dict[str, str]:
     return out
 
 
+def _argument(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
+    """A parser of the settings (``ValueError`` naming the value) as an argparse type,
+    whose message argparse shows as it is."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    convert.__name__ = name
+    return convert
+
+
 def _naming(text: str) -> Any:
     from .replicators import parse_naming
 
-    try:
-        return parse_naming(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    return _argument(parse_naming, "naming")(text)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a whole number >= 1")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be zero or a positive number of seconds")
-    return value
+_positive_int = _argument(config._positive_int, "positive_int")
+_seconds = _argument(config._non_negative_float, "seconds")
 
 
 def _interrupt_on_sigterm() -> None:
