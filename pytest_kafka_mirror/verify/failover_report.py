@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .report import MirrorMismatchError, format_table
+from .report import format_table, raise_mismatch
 
 __all__ = ["MAX_SHOWN", "FailoverEntry", "FailoverReport", "when"]
 
@@ -234,13 +234,11 @@ class FailoverReport:
 
     def _raise(self, problems: Sequence[str | None]) -> None:
         __tracebackhide__ = True
-        found = [p for p in problems if p]
-        if not found:
-            return
+        raise_mismatch(self._head, problems)
+
+    def _head(self) -> str:
         head = f"failover check in {self.run_dir} (auto.offset.reset={self.reset}): {self.summary()}"
-        if self.notes:
-            head += "\n" + "\n".join(f"note: {n}" for n in self.notes)
-        raise MirrorMismatchError("\n\n".join([head, *found]))
+        return head + "".join(f"\nnote: {n}" for n in self.notes)
 
     @staticmethod
     def _rows(rows: list[dict[str, Any]]) -> list[str]:

@@ -88,6 +88,15 @@ class MirrorMismatchError(AssertionError):
     """
 
 
+def raise_mismatch(head: Callable[[], str], problems: Sequence[str | None]) -> None:
+    """Raise :class:`MirrorMismatchError` when any of ``problems`` is a message: the head
+    line(s), then each problem (the assertions of the verifier and failover reports)."""
+    __tracebackhide__ = True
+    found = [p for p in problems if p]
+    if found:
+        raise MirrorMismatchError("\n\n".join([head(), *found]))
+
+
 @dataclass
 class MissingRange:
     """Inclusive range ``first..last`` of acknowledged sequences that never arrived."""
@@ -535,14 +544,12 @@ class MirrorReport:
 
     def _raise(self, problems: Sequence[str | None]) -> None:
         __tracebackhide__ = True
-        found = [p for p in problems if p]
-        if not found:
-            return
+        raise_mismatch(self._head, problems)
+
+    def _head(self) -> str:
         head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
         reason = self.capture.get("reason")
-        if reason:
-            head += f"\ncapture ended: {reason}"
-        raise MirrorMismatchError("\n\n".join([head, *found]))
+        return head + (f"\ncapture ended: {reason}" if reason else "")
 
     def _totals_line(self) -> str:
         rest = [f"{name.replace('_', ' ')} {getattr(self, name)}" for name in TOTAL_FIELDS[3:] if getattr(self, name)]
