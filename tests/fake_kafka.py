@@ -101,7 +101,7 @@ esac
 echo "fake mm2: $src -> $dst topics /$topics/ prefix '$prefix'"
 # The reference mirror reads MM2's consumer-group settings (checkpoints, group offset sync,
 # offset.lag.max, heartbeats, groups) from the same file and ignores the rest.
-exec @PYTHON@ -m pytest_kafka_mirror.replicators._reference_main --source "$src" --target "$dst" --topics "$topics" --prefix "$prefix" --properties "$props"
+exec @PYTHON@ -m pytest_kafka_mirror.replicators.reference --source "$src" --target "$dst" --topics "$topics" --prefix "$prefix" --properties "$props"
 """
 
 

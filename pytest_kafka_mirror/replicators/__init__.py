@@ -11,14 +11,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._checkpoints import MM2_DEFAULTS, CheckpointSettings
-from ._knobs import FaultLedger, Knobs, parse_knobs
 from .base import NamingPolicy, Replicator, ReplicatorError, parse_naming
+from .reference.behaviour import PRESETS, Behaviour, split_behaviour
+from .reference.knobs import FaultLedger, Knobs, parse_knobs
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
 
 __all__ = [
     "MM2_DEFAULTS",
+    "Behaviour",
     "CheckpointSettings",
     "FaultLedger",
     "Knobs",
@@ -36,7 +38,8 @@ __all__ = [
 ACCEPTED = (
     "reference | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
-    "e.g. reference:drop=0.01,seed=7)"
+    "e.g. reference:drop=0.01,seed=7; behaviour like a real replicator: like=mm2, discovery_delay=S, "
+    "rebalance_pause=S, restart_delay=S, discovery_interval=S)"
 )
 
 
@@ -48,7 +51,13 @@ class ReplicatorSpec:
     @property
     def faults(self) -> Knobs:
         """The fault knobs of a ``reference:KNOBS`` spec (none for other specs)."""
-        return parse_knobs(self.arg) if self.kind == "reference" and self.arg else Knobs()
+        rest = split_behaviour(self.arg)[1] if self.kind == "reference" else ""
+        return parse_knobs(rest) if rest else Knobs()
+
+    @property
+    def behaviour(self) -> Behaviour:
+        """How a ``reference:`` spec discovers, rebalances and restarts (``like=mm2``, ...)."""
+        return split_behaviour(self.arg)[0] if self.kind == "reference" else Behaviour()
 
     def __str__(self) -> str:
         return f"{self.kind}:{self.arg}" if self.arg else self.kind
@@ -66,7 +75,7 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
         if kind == "reference":
             if arg:
                 try:
-                    parse_knobs(arg)
+                    parse_knobs(split_behaviour(arg)[1])
                 except ValueError as exc:
                     raise _KnobsError(f"replicator spec {text!r}: {exc}") from None
             return ReplicatorSpec("reference", arg)
@@ -123,6 +132,7 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         startup_timeout=_startup(opts, 60.0),
         warmup_topic=opts.warmup_topic,
         faults=spec.faults,
+        behaviour=spec.behaviour,
         properties=opts.properties,
     )
 

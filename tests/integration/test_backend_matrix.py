@@ -34,7 +34,7 @@ SCENARIO = Path(__file__).resolve().parents[2] / "scenarios" / "test_steady_stat
 KAFKA_IMAGE = os.environ.get("KAFKA_MIRROR_TEST_KAFKA_IMAGE", "apache/kafka:3.9.1")
 REDPANDA_IMAGE = os.environ.get("KAFKA_MIRROR_TEST_REDPANDA_IMAGE", "redpandadata/redpanda:v24.2.4")
 REFERENCE_TEMPLATE = (
-    f"exec {shlex.quote(sys.executable)} -m pytest_kafka_mirror.replicators._reference_main "
+    f"exec {shlex.quote(sys.executable)} -m pytest_kafka_mirror.replicators.reference "
     "--source {source} --target {target} --topics {topics}"
 )
 

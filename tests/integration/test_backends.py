@@ -321,7 +321,7 @@ def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_p
 # ----------------------------------------------------------------------------- command / external
 def _reference_template(prefix_flag: str = "") -> str:
     return (
-        f"exec {shlex.quote(sys.executable)} -m pytest_kafka_mirror.replicators._reference_main "
+        f"exec {shlex.quote(sys.executable)} -m pytest_kafka_mirror.replicators.reference "
         f"--source {{source}} --target {{target}} --topics {{topics}} {prefix_flag}"
     )
 

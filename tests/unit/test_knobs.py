@@ -16,7 +16,7 @@ import pytest
 
 from pytest_kafka_mirror.records import RecordEncoder, decode
 from pytest_kafka_mirror.replicators import FaultLedger, Knobs, parse_knobs, parse_replicator_spec
-from pytest_kafka_mirror.replicators._knobs import FaultEngine, Ledger, MirrorRecord, ledger_dump
+from pytest_kafka_mirror.replicators.reference.knobs import FaultEngine, Ledger, MirrorRecord, ledger_dump
 from pytest_kafka_mirror.verify import MirrorReport
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from tests.synthetic import BASE_TS_US, SyntheticRun

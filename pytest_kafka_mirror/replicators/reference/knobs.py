@@ -51,8 +51,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ..records import HDR_PRODUCER, Kind, decode
-from ..verify.report import compact_ranges
+from ...records import HDR_PRODUCER, Kind, decode
+from ...verify.report import compact_ranges
 
 __all__ = ["CHECKPOINT_KNOBS", "LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord",
            "ledger_dump", "parse_knobs", "resolve", "unit"]

@@ -20,13 +20,14 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from .._process import ManagedProcess, wait_until
-from ..rundir import write_json_atomic
-from ._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
-from ._knobs import FaultLedger, Knobs
-from .base import NamingPolicy, ReplicatorError
+from ..._process import ManagedProcess, wait_until
+from ...rundir import write_json_atomic
+from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
+from ..base import NamingPolicy, ReplicatorError
+from .behaviour import Behaviour
+from .knobs import FaultLedger, Knobs
 
-__all__ = ["ReferenceReplicator"]
+__all__ = ["Behaviour", "ReferenceReplicator"]
 
 FAULTS_FILE = "faults.json"
 LEDGER_FILE = "fault-ledger.json"
@@ -40,7 +41,9 @@ class ReferenceReplicator:
     """Controls one reference-mirror process between two clusters.
 
     ``topics`` is a regex over source topic names; topics created later that match it are
-    discovered within ``discovery_interval`` seconds.  ``faults`` are the fault knobs of
+    discovered as ``behaviour`` says (default: within a quarter second, without pauses;
+    ``Behaviour(...)`` or ``PRESETS["mm2"]`` make it discover, rebalance and restart like a
+    real replicator, see ``behaviour.py``).  ``faults`` are the fault knobs of
     every topic without knobs of its own (default: none; see :meth:`set_faults`).
     ``properties`` are MM2 property names for its consumer-group handling
     (``emit.checkpoints.interval.seconds``, ``sync.group.offsets.enabled``,
@@ -57,7 +60,7 @@ class ReferenceReplicator:
         topics: str,
         naming: NamingPolicy | None = None,
         startup_timeout: float = 30.0,
-        discovery_interval: float = 0.25,
+        behaviour: Behaviour | None = None,
         warmup_topic: str = "kafka-mirror-warmup",
         faults: Knobs | None = None,
         control_timeout: float = 15.0,
@@ -70,7 +73,7 @@ class ReferenceReplicator:
         self.topics = topics
         self.naming = naming or NamingPolicy()
         self.startup_timeout = startup_timeout
-        self.discovery_interval = discovery_interval
+        self.behaviour = behaviour or Behaviour()
         self.warmup_topic = warmup_topic
         self.process: ManagedProcess | None = None
         self.starts = 0
@@ -165,12 +168,12 @@ class ReferenceReplicator:
         ready = self.workdir / f"reference-mirror.ready.{self.starts}"
         ready.unlink(missing_ok=True)
         argv = [
-            sys.executable, "-m", "pytest_kafka_mirror.replicators._reference_main",
+            sys.executable, "-m", "pytest_kafka_mirror.replicators.reference",
             "--source", self.source_bootstrap,
             "--target", self.target_bootstrap,
             "--topics", self.topics,
             "--prefix", self.naming.prefix,
-            "--discovery-interval", str(self.discovery_interval),
+            *self.behaviour.argv(),
             "--ready-file", str(ready),
             "--warmup-topic", self.warmup_topic,
             "--faults", str(self.faults_path),
@@ -180,7 +183,7 @@ class ReferenceReplicator:
             "--properties", str(self.workdir / PROPERTIES_FILE),
             "--emitter-id", self.heartbeat_emitter,
         ]
-        from .mm2 import format_properties
+        from ..mm2 import format_properties
 
         (self.workdir / PROPERTIES_FILE).write_text(format_properties(dict(self.properties), "reference mirror"))
         self.faults_path.with_name(self.faults_path.name + ".ack").unlink(missing_ok=True)
@@ -202,6 +205,18 @@ class ReferenceReplicator:
         if not proc.running:
             raise ReplicatorError(f"the reference mirror exited during start-up: {proc.describe_exit()}")
         self.startup_seconds = time.monotonic() - t0
+
+    @property
+    def rebalances_on_new_topics(self) -> bool:
+        """Whether a new topic delays or pauses copying (its behaviour knobs): provision ahead."""
+        return self.behaviour.rebalances_on_new_topics
+
+    def status(self) -> str:
+        """What the mirror says about itself (its last status line), for timeout errors."""
+        if self.process is None:
+            return "never started"
+        lines = [line for line in self.process.log_tail(200).splitlines() if "copied " in line or "ready:" in line]
+        return lines[-1].strip() if lines else ("running, no status line yet" if self.running else "stopped")
 
     def _proc(self, verb: str) -> ManagedProcess:
         if self.process is None:
@@ -234,6 +249,7 @@ class ReferenceReplicator:
     def describe(self) -> str:
         state = f"pid {self.process.pid}" if self.running and self.process else "stopped"
         faults = f"; faults {self.default_faults}" if self.default_faults.active else ""
+        faults += f"; behaves {self.behaviour}" if self.behaviour != Behaviour() else ""
         return f"reference mirror {self.source_bootstrap} -> {self.target_bootstrap} ({self.naming}{faults}; {state})"
 
     def __enter__(self) -> ReferenceReplicator:
