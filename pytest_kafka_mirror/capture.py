@@ -275,7 +275,7 @@ class _CaptureProcess:
         self.gaps = GapGuard(self.consumer, log=lambda text: print(f"capture: {text}", flush=True))
         self.assigned: dict[str, int] = {}
         self.seen: dict[tuple[str, str, int], SeenBitmap] = {}
-        self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "duplicates_seen": 0}
+        self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "warmup": 0, "duplicates_seen": 0}
         self.live = LiveFigures(DEFAULT_BOUNDS)
         self.t_start = time.monotonic()
         self.last_record = self.t_start  # monotonic time of the last record
@@ -338,7 +338,7 @@ class _CaptureProcess:
             pids.clear()
         ours_topics: list[str] = []
         ours_pts: list[int] = []
-        foreign = headerless = ours = dups = 0
+        foreign = headerless = ours = dups = warmup = 0
         last: tuple[Any, Any, Any] = (None, None, None)
         bm: SeenBitmap | None = None
         pid: str
@@ -389,6 +389,9 @@ class _CaptureProcess:
                     )
                 except Exception as exc:  # noqa: BLE001 - one odd record must not end the capture
                     d, size, evidence = FOREIGN, 0, f"undecodable record: {exc!r}"[:200]
+                if d.kind is Kind.WARMUP:  # readiness proof, not a record of the run: counted, not kept
+                    warmup += 1
+                    continue
                 append((source, target, m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq,
                         d.ts_us, arrival, m.timestamp()[1], size, d.checksum_ok, evidence))
                 if d.kind is Kind.FOREIGN:
@@ -427,6 +430,7 @@ class _CaptureProcess:
         counts["ours"] += ours
         counts["foreign"] += foreign
         counts["headerless"] += headerless
+        counts["warmup"] += warmup
         counts["duplicates_seen"] += dups
         self.live.add_ours(ours_topics, ours_pts, arrival)
         self.last_record = time.monotonic()
@@ -581,7 +585,7 @@ def merge_progress(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if len(parts) == 1:
         return dict(parts[0])
     out: dict[str, Any] = {}
-    for name in ("records", "ours", "foreign", "headerless", "duplicates_seen"):
+    for name in ("records", "ours", "foreign", "headerless", "warmup", "duplicates_seen"):
         out[name] = sum(int(p.get(name, 0)) for p in parts)
     out["elapsed"] = max((float(p.get("elapsed", 0.0)) for p in parts), default=0.0)
     topics = {t for p in parts for t in p.get("partitions", {})}

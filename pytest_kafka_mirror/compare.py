@@ -7,7 +7,9 @@ A *figure* is one number of a verified run, named after the report:
   not a later record of their lane did: gate on ``missing`` to catch tail loss too);
 * the latency figures ``latency_min``, ``latency_mean``, ``latency_p50``, ``latency_p90``,
   ``latency_p99``, ``latency_p999``, ``latency_max`` (milliseconds);
-* ``rate``: the achieved messages/s per topic over the produce window.
+* ``rate``: the achieved messages/s per topic over the produce window;
+* ``discovery_s``: the replicator's discovery time, the longest over the run's topics
+  (topic created -> a warm-up record of every partition on the target; seconds).
 
 A regression check (``--kafka-mirror-compare-fail``) says how much worse a figure may get
 than in the compared run: ``FIGURE:N%`` relative to the baseline value, ``FIGURE:N`` in the
@@ -59,7 +61,7 @@ class Figure:
     """What a figure measures, its unit, and which direction is a regression."""
 
     name: str
-    unit: str  # "records" | "lanes" | "ms" | "msg/s"
+    unit: str  # "records" | "lanes" | "ms" | "msg/s" | "s"
     higher_is_worse: bool
     gateable: bool
     help: str
@@ -103,6 +105,8 @@ FIGURES: dict[str, Figure] = {
         _latency("max", "largest latency"),
         Figure("rate", "msg/s", higher_is_worse=False, gateable=True,
                help="achieved messages/s per topic over the produce window"),
+        Figure("discovery_s", "s", higher_is_worse=True, gateable=True,
+               help="topic created -> a warm-up record of every partition on the target (longest topic)"),
     )
 }
 GATEABLE = tuple(name for name, f in FIGURES.items() if f.gateable)
@@ -140,6 +144,7 @@ def figures(report: MirrorReport) -> dict[str, Value]:
     for name in ("min", "mean", "p50", "p90", "p99", "p999", "max"):
         values[f"latency_{name}"] = getattr(report.latency, f"{name}_ms")
     values["rate"] = achieved_rate(report.producers)
+    values["discovery_s"] = report.discovery_s
     return {name: values.get(name) for name in FIGURES}
 
 
@@ -152,6 +157,8 @@ def format_figure(name: str, value: Value) -> str:
         return f"{value:.3f}".rstrip("0").rstrip(".") + " ms"
     if unit == "msg/s":
         return f"{value:.1f} msg/s"
+    if unit == "s":
+        return f"{value:.2f} s"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -225,17 +232,19 @@ def parse_compare_fail(text: str) -> RegressionCheck:
 
 
 #: Columns of the session's summary table (terminal and HTML), and what they mean.
-SUMMARY_COLUMNS = ("test", "records", "missing", "dup", "reordered", "p50", "p99", "p99.9", "rate")
+SUMMARY_COLUMNS = ("test", "records", "missing", "dup", "reordered", "p50", "p99", "p99.9", "rate", "discovery")
 SUMMARY_LEGEND = (
     "records: acknowledged by the source; missing: lost + unseen (never arrived); dup: extra copies; "
-    "p50/p99/p99.9: latency; rate: achieved msg/s per topic"
+    "p50/p99/p99.9: latency; rate: achieved msg/s per topic; discovery: topic created -> every partition "
+    "copied (longest topic)"
 )
 
 
 def summary_row(key: str, values: Mapping[str, Value]) -> dict[str, str]:
     """One row of the summary table from a result's figures."""
     names = {"records": "expected", "missing": "missing", "dup": "duplicated", "reordered": "reordered",
-             "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate"}
+             "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate",
+             "discovery": "discovery_s"}
     return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
 
 

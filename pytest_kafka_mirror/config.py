@@ -79,6 +79,15 @@ def _share(text: str) -> str:
     return text
 
 
+PROVISIONING_MODES = ("auto", "session", "test")
+
+
+def _provisioning(text: str) -> str:
+    if text not in PROVISIONING_MODES:
+        raise ValueError(f"{text!r} is not a topic provisioning mode; accepted: {' | '.join(PROVISIONING_MODES)}")
+    return text
+
+
 def _spark_master(text: str) -> str:
     text = text.strip()
     if not (text.startswith(("local", "spark://", "yarn", "k8s://", "mesos://")) or text == "yarn"):
@@ -277,6 +286,12 @@ OPTIONS: list[Option] = [
     Option("share", "MODE", "run",
            "Under xdist: run = the workers share one source and one target cluster (each worker runs its own "
            "replicator for its own topics) | worker = clusters per worker.", _share),
+    Option("topic-provisioning", "MODE", "auto",
+           "When test topics are created: session = the topics scenarios declare with "
+           "@pytest.mark.kafka_mirror_topics are created before the replicator starts, so it discovers them once "
+           "(for replicators that rebalance on every new topic, e.g. MirrorMaker 2) | test = each test creates its "
+           "own | auto = session for mm2, command and external replicators and for a reference mirror that "
+           "behaves like one (like=mm2), else test.", _provisioning),
     # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
@@ -332,6 +347,7 @@ class Settings:
     kafka_home: str = ""
     replicator_properties: tuple[tuple[str, str], ...] = ()
     share: str = "run"
+    topic_provisioning: str = "auto"
     # -- results across runs and Prometheus; defaults so older callers keep working
     save: str | None = None
     autosave: bool = False
@@ -400,6 +416,7 @@ def resolve_settings(
         kafka_home=values["kafka_mirror_kafka_home"],
         replicator_properties=values["kafka_mirror_replicator_properties"],
         share=values["kafka_mirror_share"],
+        topic_provisioning=values["kafka_mirror_topic_provisioning"],
         save=values["kafka_mirror_save"],
         autosave=values["kafka_mirror_autosave"],
         compare=values["kafka_mirror_compare"],

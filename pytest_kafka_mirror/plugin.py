@@ -7,6 +7,7 @@ clients, pyarrow and pyspark are imported inside the fixtures that need them.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,11 +20,14 @@ from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, 
 
 if TYPE_CHECKING:
     from .clusters import Cluster
+    from .provisioning import TopicPool
     from .env import MirrorEnv
     from .faults import MirrorFaults
     from .replicators import Replicator
 
 __all__ = ["SESSION_KEY"]
+
+log = logging.getLogger("pytest_kafka_mirror")
 
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
@@ -59,6 +63,9 @@ def pytest_configure(config: pytest.Config) -> None:
         "private=True gives the test its own clusters, links and replicator (implied by the mirror_faults "
         "fixture); replicator_properties gives the test its own replicator with those settings.",
     )
+    from .provisioning import MARKER_HELP
+
+    config.addinivalue_line("markers", MARKER_HELP)
     _configure_xdist_controller(config)
     cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
     try:
@@ -117,6 +124,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
+    from .provisioning import declarations
+
+    try:
+        declarations(item)
+    except ValueError as exc:
+        pytest.fail(str(exc), pytrace=False)
     for mark in item.iter_markers(MARKER):
         unknown = set(mark.kwargs) - MARKER_KWARGS
         if unknown or mark.args:
@@ -198,14 +211,55 @@ def replicator(
     except ReplicatorError as exc:
         pytest.fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}", pytrace=False)
     try:
+        pool = _provision(request, session, source_cluster, rep)
         try:
             rep.start()
+            if pool is not None:
+                pool.await_ready(rep, target_cluster.bootstrap_servers, session.settings.startup_timeout)
+                log.info("kafka-mirror: %s", pool.describe())
         except ReplicatorError as exc:
             pytest.fail(f"kafka-mirror replicator ({rep.spec}): {exc}", pytrace=False)
         yield rep
     finally:
+        session.pool = None
         if getattr(rep, "controllable", True):  # external: not ours to stop
             rep.stop()
+
+
+def _shares_replicator(item: pytest.Item) -> bool:
+    """Whether ``item`` creates topics on the session's shared replicator (not its own)."""
+    if "mirror_topics" not in getattr(item, "fixturenames", ()):
+        return False
+    if "mirror_faults" in item.fixturenames:
+        return False
+    kwargs: dict[str, Any] = {}
+    for mark in item.iter_markers(MARKER):
+        kwargs.update(mark.kwargs)
+    return not kwargs.get("private") and kwargs.get("replicator_properties") is None
+
+
+def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, source: Cluster,
+               rep: Replicator) -> TopicPool | None:
+    """In session topic provisioning: create every declared topic of the session's tests
+    that share this replicator, before it starts (``provisioning.py``)."""
+    from .clusters import ClusterError
+    from .provisioning import TopicPool, declarations, resolve_mode
+    from .session import topic_names
+
+    if resolve_mode(session.settings.topic_provisioning, rep) != "session":
+        return None
+    prefix = session.settings.topic_prefix
+    pool = TopicPool(source, lambda test, n, name: topic_names(prefix, test, n, name))
+    try:
+        wanted = [(item.nodeid, item.name, declarations(item))
+                  for item in request.session.items if _shares_replicator(item)]
+        created = pool.provision(wanted)
+    except (ValueError, ClusterError) as exc:
+        pytest.fail(f"kafka-mirror topic provisioning: {exc}", pytrace=False)
+    log.info("kafka-mirror: provisioned %d topics for %d tests before starting %s", created,
+             sum(1 for w in wanted if w[2]), rep.spec)
+    session.pool = pool
+    return pool
 
 
 _DEDICATED_KEY = pytest.StashKey[tuple[str, tuple[tuple[str, str], ...]]]()
@@ -314,8 +368,11 @@ def mirror_faults(mirror_env: MirrorEnv) -> Generator[MirrorFaults, None, None]:
 @pytest.fixture
 def mirror_topics(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> MirrorTopics:
     """Factory: ``mirror_topics(n=1, partitions=3)`` creates uniquely named source topics."""
-    prefix = mirror_env.topic_prefix or _session(request.config).settings.topic_prefix
-    return MirrorTopics(mirror_env.source, prefix, request.node.name)
+    session = _session(request.config)
+    prefix = mirror_env.topic_prefix or session.settings.topic_prefix
+    shared = not mirror_env.private and mirror_env.topic_prefix is None
+    return MirrorTopics(mirror_env.source, prefix, request.node.name, pool=session.pool if shared else None,
+                        nodeid=request.node.nodeid)
 
 
 @pytest.fixture
@@ -423,6 +480,9 @@ def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: Mirr
         for name, value in result.figures.items():
             if value is not None:
                 item.user_properties.append((f"{prefix}.{name}", value))
+        for topic, d in sorted((result.report or {}).get("discovery", {}).items()):
+            if d.get("discovery_s") is not None:
+                item.user_properties.append((f"{prefix}.discovery_s.{topic}", d["discovery_s"]))
     setattr(report, RESULTS_ATTR, payload)
     item.stash[_ATTACHED_KEY] = len(verifier.results)
 

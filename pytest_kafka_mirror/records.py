@@ -10,6 +10,13 @@ Two formats, as in the original mirror tester:
     to 10 digits, timestamp in microseconds zero-padded to 16 digits), for replicators that
     drop headers.
 
+Besides test records, *warm-up records* prove that a replicator copies a topic before
+its schedule starts (``replicators/_readiness.py``): the value
+``km.warmup;SOURCE-PARTITION;TIMESTAMP-US;NONCE``, no key, no headers, in either format
+(a replicator that drops headers keeps them).  Every reader recognises them first
+(:data:`Kind.WARMUP`) and counts them apart: they are never records of the run, foreign
+records or phantoms.
+
 In both formats the key is the lane number in ASCII, and the payload starts with the
 CRC-32 of the rest of the payload as 8 hex digits, so a corrupted payload is detected
 whatever the format.  The *message size* a user asks for includes all of that metadata:
@@ -32,9 +39,13 @@ __all__ = [
     "Decoded",
     "FOREIGN",
     "Kind",
+    "WARMUP",
+    "WARMUP_PREFIX",
     "RecordEncoder",
     "decode",
     "metadata_size",
+    "parse_warmup",
+    "warmup_value",
 ]
 
 FORMATS = ("headers", "body")
@@ -64,6 +75,7 @@ class Kind(str, enum.Enum):
     BODY = "body"  # in-body format
     HEADERLESS = "headerless"  # looks like a headers-format payload but the km.* headers are gone
     FOREIGN = "foreign"  # not one of ours
+    WARMUP = "warmup"  # a readiness warm-up record (never a record of the run)
 
 
 def metadata_size(fmt: str, producer_id: str, lanes: int) -> int:
@@ -194,10 +206,32 @@ def _lane_of(key: bytes | None) -> int | None:
 
 
 FOREIGN = Decoded(Kind.FOREIGN, None, None, None, None, None)
+WARMUP = Decoded(Kind.WARMUP, None, None, None, None, None)
+WARMUP_PREFIX = b"km.warmup;"
+
+
+def warmup_value(source_partition: int, nonce: str, ts_us: int) -> bytes:
+    """The value of a warm-up record for ``source_partition`` (see the module docstring)."""
+    return b"%s%d;%d;%s" % (WARMUP_PREFIX, source_partition, ts_us, nonce.encode())
+
+
+def parse_warmup(value: bytes | None) -> tuple[int, int, str] | None:
+    """``(source partition, timestamp us, nonce)`` of a warm-up record's value, else None."""
+    if not value or not value.startswith(WARMUP_PREFIX):
+        return None
+    parts = value[len(WARMUP_PREFIX):].split(b";", 2)
+    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
+        return None
+    try:
+        return int(parts[0]), int(parts[1]), parts[2].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Decoded:
     """Classify and parse one consumed record.  Never raises: unknown data is FOREIGN."""
+    if value is not None and value.startswith(WARMUP_PREFIX) and parse_warmup(value) is not None:
+        return WARMUP
     if headers:
         meta = {}
         for k, v in headers:

@@ -11,6 +11,11 @@ This is the plain-Python API the fixtures wrap::
 With ``capture_source=True`` the source topics are captured too (into ``RUN_DIR/source``),
 and the report reconciles the three logs: every acknowledged record that never arrived
 is either lost by the replicator (it is in the source log) or missing in the source.
+
+Before a schedule starts, every partition of its topics carries a warm-up record through
+the replicator (``replicators/_readiness.py``): latency is measured from readiness, and
+the replicator's discovery time is a figure of its own (``RUN_DIR/readiness.json``, the
+report's ``discovery``).
 """
 
 from __future__ import annotations
@@ -26,10 +31,11 @@ from typing import TYPE_CHECKING, Any
 from .capture import Capture
 from .producer import CountsCallback, MirrorProducer, TopicLanes
 from .producer_group import ProducerGroup
-from .rundir import REPORT_FILE, SOURCE_DIR, Manifest
+from .rundir import REPORT_FILE, SOURCE_DIR, Manifest, write_readiness
 
 if TYPE_CHECKING:
     from .faults import Marker, Scheduled
+    from .replicators._readiness import TopicReadiness
     from .replicators._checkpoints import CheckpointSettings
     from .verify import MirrorReport
     from .verify.failover_report import FailoverReport
@@ -58,6 +64,8 @@ class MirrorRun:
         warmup_topic: str | None = None,
         capture_source: bool = False,
         capture_processes: int = 1,
+        replicator: Any = None,
+        provisioned: dict[str, TopicReadiness] | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
@@ -71,6 +79,11 @@ class MirrorRun:
         self.topic_timeout = topic_timeout
         self.warmup_topic = warmup_topic
         self.target_wait_seconds: float | None = None
+        #: the replicator under test, for what it says when a topic never becomes ready
+        #: (its log, its status); None: only the clusters are known
+        self.replicator = replicator
+        #: readiness rounds of this run, in order (``provisioned`` ones: from the session's start)
+        self.readiness: list[TopicReadiness] = [r for t, r in (provisioned or {}).items() if t in self.topics]
         # capture_processes > 1 splits the target's partitions between capture processes
         # (capture.py), for targets one process cannot keep up with.
         self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
@@ -130,9 +143,10 @@ class MirrorRun:
         and returns their N manifests; ``producer_id`` then names them ``ID-0`` .. ``ID-N-1``.
 
         Argument errors are raised before anything is started.  With ``wait_for_target``
-        (the default) production starts only once the replicator has created the target
-        topics and the capture reads them, so the replicator's topic discovery time is not
-        counted as record latency; set it to False to measure discovery.
+        (the default) production starts only once a warm-up record of every partition
+        crossed the replicator (:meth:`await_ready`) and the capture reads the target
+        topics, so the replicator's topic discovery is not counted as record latency (it
+        is the report's ``discovery_s``); False starts at once.
 
         ``topics``: a subset of the run's topics (default: all of them), e.g. a topic that
         only exists from the middle of the run on.  ``faults``: ``at(SECONDS, fault)``
@@ -173,6 +187,7 @@ class MirrorRun:
                                      {t: self.partitions[t] for t in chosen}, end_timeout=self.drain_timeout)
         self.start_capture()
         if wait_for_target:
+            self.await_ready(chosen)
             waited = self.capture.wait_assigned(
                 {self.topics[t]: self.partitions[t] for t in chosen},
                 self.topic_timeout,
@@ -220,6 +235,33 @@ class MirrorRun:
         if monitor is not None:
             monitor.production_done(self.manifests)
         return result
+
+    def await_ready(self, topics: Sequence[str]) -> list[TopicReadiness]:
+        """Warm up every partition of ``topics`` through the replicator and wait until each
+        warm-up record arrived (``replicators/_readiness.py``); the rounds are kept in
+        ``RUN_DIR/readiness.json``.  Raises ReadinessError naming the partitions."""
+        from .clusters.base import topic_created_us
+        from .replicators._readiness import await_ready
+
+        rep = self.replicator
+        rounds = await_ready(
+            self.source_bootstrap, self.target_bootstrap, {t: (self.topics[t], self.partitions[t]) for t in topics},
+            timeout=self.topic_timeout,
+            what=getattr(rep, "label", None) or (rep.describe() if rep is not None else "the replicator"),
+            created_us={t: topic_created_us(t) for t in topics},
+            alive=lambda: rep is None or bool(getattr(rep, "running", True)),
+            logs=lambda: rep.logs(40) if rep is not None else "",
+            status=getattr(rep, "status", lambda: ""),
+            hint="Hint: is the replicator running and does it mirror these topics (its topic filter)? A slow one "
+                 "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
+                 "--kafka-mirror-topic-provisioning session.",
+        )
+        with self._lock:
+            self.readiness.extend(rounds.values())
+            write_readiness(self.run_dir, self.readiness)
+        for r in rounds.values():
+            log.info("ready: %s after %.2f s (discovery %s s)", r.topic, r.warmup_s or 0.0, r.discovery_s)
+        return list(rounds.values())
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
         """:meth:`produce` in a thread (same arguments); :meth:`finish` waits for it.

@@ -10,6 +10,8 @@ different processes (or on different hosts sharing the directory)::
       source/capture/…, source/capture-status.json
                                     optional: the *source* topics, captured the same way, for
                                     three-log reconciliation (manifest / source / target)
+      readiness.json                warm-up rounds: when each topic was created and when a
+                                    warm-up record of every partition crossed the replicator
       report.json                   the verifier's MirrorReport
 
 The manifest stores acknowledged sequence numbers as inclusive ranges, so its size grows
@@ -28,18 +30,22 @@ __all__ = [
     "CAPTURE_DIR",
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
+    "READINESS_FILE",
     "SOURCE_DIR",
     "LaneManifest",
     "Manifest",
     "capture_schema",
+    "load_discovery",
     "load_manifests",
     "write_json_atomic",
+    "write_readiness",
 ]
 
 MANIFEST_VERSION = 1
 CAPTURE_DIR = "capture"
 CAPTURE_STATUS = "capture-status.json"
 REPORT_FILE = "report.json"
+READINESS_FILE = "readiness.json"
 #: Subdirectory of a run directory holding the capture of the source topics, when taken.
 SOURCE_DIR = "source"
 
@@ -139,3 +145,35 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=False))
     os.replace(tmp, path)
+
+
+def write_readiness(run_dir: str | os.PathLike[str], rounds: list[Any]) -> None:
+    """Every readiness round of a run (``TopicReadiness`` objects), in order."""
+    write_json_atomic(Path(run_dir) / READINESS_FILE, [r.to_dict() for r in rounds])
+
+
+def load_discovery(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Per source topic, from ``readiness.json``: the replicator's discovery of it (its
+    first round: ``discovery_s``, ``created_us``, ``ready_us``, ``provisioned``) and what
+    readiness cost this run (``warmup_s`` of its first own round, ``rounds``, ``sent``).
+    ``{}`` when the run has no readiness rounds."""
+    path = Path(run_dir) / READINESS_FILE
+    try:
+        rounds = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for r in sorted(rounds, key=lambda r: r["started_us"]):
+        entry = out.get(r["topic"])
+        if entry is None:
+            entry = out[r["topic"]] = {
+                "discovery_s": r.get("discovery_s"), "created_us": r.get("created_us"), "ready_us": r.get("ready_us"),
+                "provisioned": r.get("provisioned", "test"), "partitions": r.get("partitions"), "warmup_s": None,
+                "rounds": 0, "sent": 0,
+            }
+        if r.get("provisioned") != "session":
+            entry["rounds"] += 1
+            entry["sent"] += int(r.get("sent", 0))
+            if entry["warmup_s"] is None:
+                entry["warmup_s"] = r.get("warmup_s")
+    return out

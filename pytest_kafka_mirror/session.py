@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .clusters import Cluster
     from .faults import Scheduled
     from .metrics import MetricsSpool
+    from .provisioning import TopicPool
     from .replicators import Replicator
     from .run import MirrorRun
     from .verify import MirrorReport
@@ -58,6 +59,8 @@ class KafkaMirrorSession:
         self.spark: Any = None
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
         self.metrics_spool: MetricsSpool | None = None
+        #: the shared replicator's topics, provisioned at its start (session topic provisioning)
+        self.pool: TopicPool | None = None
 
     # -- infrastructure ----------------------------------------------------------------
     def _explicit(self, name: str) -> bool:
@@ -124,13 +127,27 @@ class KafkaMirrorSession:
         return self.settings.report_dir / f"{name}{suffix}.json"
 
 
-class MirrorTopics:
-    """Creates uniquely named topics on the source cluster (prefix + worker + test + uuid)."""
+def topic_names(prefix: str, test_name: str, n: int, name: str | None = None) -> list[str]:
+    """Unique names of ``n`` test topics: ``PREFIX-WORKER-TEST-uuid[-i]``."""
+    base = f"{prefix}-{worker_id()}-{_slug(name or test_name, 60)}-{uuid.uuid4().hex[:6]}"
+    return [base if n == 1 else f"{base}-{i}" for i in range(n)]
 
-    def __init__(self, source: Cluster, prefix: str, test_name: str) -> None:
+
+class MirrorTopics:
+    """Hands out uniquely named topics on the source cluster (prefix + worker + test + uuid).
+
+    With a session :class:`~pytest_kafka_mirror.provisioning.TopicPool` (``pool``), a call
+    the test declared (``@pytest.mark.kafka_mirror_topics``) gets topics created at the
+    session's start; an undeclared one warns and creates its own.
+    """
+
+    def __init__(self, source: Cluster, prefix: str, test_name: str, *, pool: TopicPool | None = None,
+                 nodeid: str = "") -> None:
         self.source = source
         self.prefix = prefix
         self.test_name = test_name
+        self.pool = pool
+        self.nodeid = nodeid
         self.created: dict[str, int] = {}
 
     def __call__(self, n: int = 1, *, partitions: int = 3, name: str | None = None,
@@ -140,16 +157,25 @@ class MirrorTopics:
         ``config``: topic configs (e.g. ``{"max.message.bytes": "4194304"}``).
         ``create=False`` only reserves unique names, for topics a fault creates mid-run.
         """
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        if partitions < 1:
-            raise ValueError(f"partitions must be >= 1, got {partitions}")
-        base = f"{self.prefix}-{worker_id()}-{_slug(name or self.test_name, 60)}-{uuid.uuid4().hex[:6]}"
-        names = [base if n == 1 else f"{base}-{i}" for i in range(n)]
-        if create:
-            for t in names:
-                self.source.create_topic(t, partitions, config=config)
-                self.created[t] = partitions
+        from .provisioning import MARKER, TopicDeclaration
+
+        decl = TopicDeclaration.of(n, partitions=partitions, config=config, name=name)
+        if not create:
+            return topic_names(self.prefix, self.test_name, n, name)
+        if self.pool is not None:
+            names = self.pool.take(self.nodeid, decl)
+            if names is not None:
+                self.created.update((t, partitions) for t in names)
+                return names
+            warnings.warn(PytestKafkaMirrorWarning(
+                f"mirror_topics({n}, partitions={partitions}{', config=...' if config else ''}) was not declared: "
+                f"the replicator discovers these topics mid-session (a rebalance for MirrorMaker 2, pausing "
+                f"every test's replication); declare them with @pytest.mark.{MARKER}({n}, partitions={partitions}"
+                f"{', config={...}' if config else ''})"), stacklevel=2)
+        names = topic_names(self.prefix, self.test_name, n, name)
+        for t in names:
+            self.source.create_topic(t, partitions, config=config)
+            self.created[t] = partitions
         return names
 
 
@@ -222,6 +248,8 @@ class MirrorProducerFactory:
             warmup_topic=self._warmup_topic(),
             capture_source=capture_source,
             capture_processes=capture_processes,
+            replicator=self.replicator,
+            provisioned=self.topics.pool.readiness if self.topics.pool is not None else None,
         )
         self.runs.append(run)
         if self.session.metrics_spool is not None:

@@ -9,12 +9,15 @@ for the average falls behind on a burst; the question is by how much and for how
 
 from __future__ import annotations
 
+import pytest
+
 RATE = 200
 BURST = 10 * RATE
 P99_SLO_MS = 2000
 RECOVERY_S = 15
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=4)
 def test_burst_10x(mirror_topics, mirror_producer, mirror_verifier):
     topics = mirror_topics(1, partitions=4)
     # rate can be a profile: (seconds from start, messages/s) steps.

@@ -21,6 +21,7 @@ import pytest
 MB = 1024 * 1024
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=2, config={"max.message.bytes": str(4 * MB)})
 def test_large_messages_1mb(mirror_topics, mirror_producer, mirror_verifier):
     topics = mirror_topics(1, partitions=2, config={"max.message.bytes": str(4 * MB)})
     run = mirror_producer(topics, rate=10, duration=5, message_size=MB)
@@ -31,6 +32,7 @@ def test_large_messages_1mb(mirror_topics, mirror_producer, mirror_verifier):
     assert report.expected == 50
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=64)
 def test_many_partitions(mirror_topics, mirror_producer, mirror_verifier):
     topics = mirror_topics(1, partitions=64)
     run = mirror_producer(topics, rate=640, duration=5)  # 10 msg/s per lane
@@ -41,6 +43,7 @@ def test_many_partitions(mirror_topics, mirror_producer, mirror_verifier):
     assert len(report.lanes) == 64
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=3)
 @pytest.mark.parametrize("record_format", ["headers", "body"])
 def test_headers_preserved_or_in_body(mirror_topics, mirror_producer, mirror_verifier, record_format):
     topics = mirror_topics(1, partitions=3)

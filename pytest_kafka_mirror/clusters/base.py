@@ -12,7 +12,19 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable"]
+__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable",
+           "topic_created_us"]
+
+#: When this process created each topic (UTC epoch microseconds, when the broker confirmed
+#: it): the start of a replicator's discovery time (``replicators/_readiness.py``).
+#: Keyed by name alone: test topic names are unique, and a cluster seen through a
+#: wrapper (a shared cluster, a faultable link) is the same cluster.
+_CREATED_US: dict[str, int] = {}
+
+
+def topic_created_us(topic: str) -> int | None:
+    """When this process created ``topic`` (None: created elsewhere, or not at all)."""
+    return _CREATED_US.get(topic)
 
 
 class ClusterError(RuntimeError):
@@ -186,6 +198,7 @@ class KafkaAdminMixin:
             futures[name].result(timeout=self.admin_timeout)
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot create topic {name!r} with {partitions} partitions: {exc}") from None
+        _CREATED_US[name] = time.time_ns() // 1000
         deadline = time.monotonic() + self.admin_timeout
         while self.partitions(name) != partitions:
             if time.monotonic() > deadline:

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._probe import probe_topic_name, wait_replicating
+from ._probe import ensure_probe_topic, probe_topic_name, wait_replicating
 from .base import NamingPolicy, ReplicatorError
 
 if TYPE_CHECKING:
@@ -52,6 +52,8 @@ class RunnerReplicator:
         self.runner: Any = None
         self.starts = 0
         self.startup_seconds: float | None = None
+        #: one probe topic for every start: a restart is proven on a topic it already mirrors
+        self.probe_topic = probe_topic_name(topic_prefix)
 
     def target_topic(self, source_topic: str) -> str:
         return self.naming.target(source_topic)
@@ -64,26 +66,33 @@ class RunnerReplicator:
             raise ReplicatorError(f"{self.label} is already running")
         self.workdir.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
+        ensure_probe_topic(self.source.bootstrap_servers, self.probe_topic)
         runner = self._launch()
         self.runner = runner
         self.starts += 1
-        probe = probe_topic_name(self.topic_prefix)
         try:
             wait_replicating(
                 self.source.bootstrap_servers,
                 self.target.bootstrap_servers,
-                probe,
-                self.target_topic(probe),
+                self.probe_topic,
+                self.target_topic(self.probe_topic),
                 timeout=self.startup_timeout,
                 what=self.label,
                 alive=lambda: bool(runner.running),
                 describe_exit=runner.describe_exit,
                 logs=lambda: str(runner.log_tail(40)),
+                status=self.status,
+                create=False,
             )
         except BaseException:
             runner.kill()
             raise
         self.startup_seconds = time.monotonic() - t0
+
+    def status(self) -> str:
+        """What the replicator says about itself (MirrorMaker 2: its connectors and tasks);
+        quoted when it does not copy in time.  '' when it has no such thing."""
+        return ""
 
     def _runner(self, verb: str) -> Any:
         if self.runner is None:

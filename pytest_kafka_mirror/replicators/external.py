@@ -34,6 +34,7 @@ class ExternalReplicator:
         self.startup_timeout = startup_timeout
         self.spec = f"external:{naming}"
         self.startup_seconds: float | None = None
+        self.probe_topic = probe_topic_name(topic_prefix)
 
     def target_topic(self, source_topic: str) -> str:
         return self.naming.target(source_topic)
@@ -41,9 +42,9 @@ class ExternalReplicator:
     def start(self) -> None:
         """Check it copies ``PREFIX-…`` topics under the named policy (probe record)."""
         t0 = time.monotonic()
-        probe = probe_topic_name(self.topic_prefix)
         wait_replicating(
-            self.source.bootstrap_servers, self.target.bootstrap_servers, probe, self.target_topic(probe),
+            self.source.bootstrap_servers, self.target.bootstrap_servers, self.probe_topic,
+            self.target_topic(self.probe_topic),
             timeout=self.startup_timeout, what="the external replicator",
         )
         self.startup_seconds = time.monotonic() - t0

@@ -53,6 +53,7 @@ from pytest_kafka_mirror.rundir import (
     CAPTURE_STATUS,
     REPORT_FILE,
     SOURCE_DIR,
+    load_discovery,
     load_manifests,
 )
 from pytest_kafka_mirror.verify._timeline import add_timeline
@@ -198,6 +199,7 @@ def verify_run(
     finally:
         job.release()
     report.capture = read_status(run)
+    report.discovery = load_discovery(run)
     if write_report:
         report.write(run / REPORT_FILE)
     return report

@@ -323,6 +323,11 @@ class MirrorReport:
     #: per source topic: ``first_produce_us`` / ``first_arrival_us`` of its acknowledged
     #: records (UTC epoch microseconds), for the new-topic discovery time
     topic_firsts: dict[str, dict[str, int]] = field(default_factory=dict)
+    #: per source topic, the replicator's discovery of it and what readiness cost the run
+    #: (``rundir.load_discovery``): ``discovery_s`` (topic created -> a warm-up record of
+    #: every partition on the target), ``created_us``, ``ready_us``, ``provisioned``
+    #: ("session" | "test"), ``warmup_s`` (this run's readiness round), ``rounds``, ``sent``
+    discovery: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
@@ -442,12 +447,24 @@ class MirrorReport:
         episodes = self.recovery(float("inf"))
         return episodes[0].catch_up_rate if episodes else None
 
+    @property
+    def discovery_s(self) -> float | None:
+        """The longest discovery time over the run's topics (see :meth:`discovery_seconds`);
+        None when no topic's creation time is known."""
+        values = [d["discovery_s"] for d in self.discovery.values() if d.get("discovery_s") is not None]
+        return max(values) if values else None
+
     def discovery_seconds(self, topic: str) -> float | None:
-        """Seconds from the first record produced to ``topic`` until the first one arrived
-        on the target: the replicator's discovery time for a topic created mid-run (when
-        its producer starts right after creating it).  None when nothing arrived."""
+        """The replicator's discovery time of ``topic``: from its creation until a warm-up
+        record of every partition arrived on the target (the run's readiness round, or the
+        session's for a topic provisioned at its start).  For a topic produced without
+        readiness (``wait_for_target=False``): from the first record produced until the
+        first one arrived.  None when neither is known."""
         from pytest_kafka_mirror.verify._recovery import discovery_seconds
 
+        ready = self.discovery.get(topic)
+        if ready is not None and ready.get("discovery_s") is not None:
+            return float(ready["discovery_s"])
         firsts = self.topic_firsts.get(topic)
         if firsts is None:
             if topic not in {lane.topic for lane in self.lanes}:

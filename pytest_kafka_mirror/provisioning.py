@@ -1,0 +1,156 @@
+"""Topic provisioning: the session's test topics created once, before the replicator starts.
+
+MirrorMaker 2 (and every Connect-based replicator: Confluent Replicator, Brooklin,
+uReplicator under Helix) reconfigures its tasks whenever it finds a new topic, and the
+rebalance that follows stops the copy of *every* topic for seconds.  Measured with a real
+MM2 on the embedded brokers and one shared replicator, ``pytest scenarios`` failed 9 of
+15 tests: each test's new topics stalled the others' replication until their drain
+timeouts.  So in ``session`` mode (``--kafka-mirror-topic-provisioning``):
+
+1. every test that runs on the shared replicator declares its topics with
+   ``@pytest.mark.kafka_mirror_topics(n, partitions=P, config={...})`` (repeatable);
+2. the ``replicator`` fixture creates all declared topics of the session's tests
+   (:meth:`TopicPool.provision`) *before* it starts the replicator, whose first scan
+   finds them all: one discovery for the session, no rebalance in the middle of a test;
+3. one readiness round over the pool (:meth:`TopicPool.await_ready`) proves every
+   partition is copied, and is each topic's ``discovery_s``;
+4. ``mirror_topics(...)`` hands a test the topics declared for it, each to one test
+   only (never reused); an undeclared call warns and creates its topics on demand.
+
+The trade-offs: every worker creates the topics of every selected test (under xdist a
+worker does not know in advance which tests it will run), so the source holds up to
+``workers`` times the topics and the session's start waits for one discovery of them
+all; a test's topics exist (empty) from the session's start.  ``test`` mode keeps each
+test's topics to itself and pays one discovery per test.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .clusters.base import Cluster
+    from .replicators._readiness import TopicReadiness
+
+__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "resolve_mode"]
+
+log = logging.getLogger("pytest_kafka_mirror.provisioning")
+
+MARKER = "kafka_mirror_topics"
+MARKER_HELP = (f"{MARKER}(n=1, partitions=3, config={{KEY: VALUE}}, name=None): the topics this test creates with "
+               "mirror_topics(...) (repeat the marker for several calls); in session topic provisioning they are "
+               "created before the replicator starts, so it discovers them once.")
+
+
+@dataclass(frozen=True)
+class TopicDeclaration:
+    """One ``mirror_topics(n, partitions=..., config=..., name=...)`` call a test will make."""
+
+    n: int = 1
+    partitions: int = 3
+    config: tuple[tuple[str, str], ...] = ()
+    name: str | None = None
+
+    @classmethod
+    def of(cls, n: int = 1, *, partitions: int = 3, config: Mapping[str, str] | None = None,
+           name: str | None = None) -> TopicDeclaration:
+        """ValueError naming the argument when a value is bad."""
+        for arg, value in (("n", n), ("partitions", partitions)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{arg} must be an integer >= 1, got {value!r}")
+        if config is not None and not isinstance(config, Mapping):
+            raise ValueError(f"config must be a dict of topic configs, got {config!r}")
+        return cls(n, partitions, tuple(sorted((str(k), str(v)) for k, v in (config or {}).items())), name)
+
+
+def declarations(item: Any) -> list[TopicDeclaration]:
+    """The topics an item declares (``@pytest.mark.kafka_mirror_topics``); ValueError naming the marker."""
+    out = []
+    for mark in item.iter_markers(MARKER):
+        try:
+            out.append(TopicDeclaration.of(*mark.args, **mark.kwargs))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"@pytest.mark.{MARKER}{_call(mark)} on {item.nodeid}: {exc}") from None
+    return out
+
+
+def _call(mark: Any) -> str:
+    args = [repr(a) for a in mark.args] + [f"{k}={v!r}" for k, v in mark.kwargs.items()]
+    return f"({', '.join(args)})"
+
+
+def resolve_mode(setting: str, replicator: Any) -> str:
+    """``session`` or ``test``: ``auto`` is ``session`` for a replicator that rebalances on
+    new topics (``rebalances_on_new_topics``; unknown replicators are assumed to)."""
+    if setting != "auto":
+        return setting
+    return "session" if getattr(replicator, "rebalances_on_new_topics", True) else "test"
+
+
+class TopicPool:
+    """The topics declared by the session's tests, created ahead and handed out once each.
+
+    ``names(test_name, n, name)`` gives the unique names of a call (the ``mirror_topics``
+    scheme: prefix, worker, test, uuid).
+    """
+
+    def __init__(self, source: Cluster, names: Callable[[str, int, str | None], list[str]]) -> None:
+        self.source = source
+        self.names = names
+        #: (nodeid, declaration) -> topic groups not handed out yet, in declaration order
+        self.free: dict[tuple[str, TopicDeclaration], list[list[str]]] = {}
+        self.partitions: dict[str, int] = {}
+        #: topic -> its session readiness round (its ``discovery_s``)
+        self.readiness: dict[str, TopicReadiness] = {}
+        self.handed_out = 0
+
+    def provision(self, items: Iterable[tuple[str, str, list[TopicDeclaration]]]) -> int:
+        """Create the topics of ``(nodeid, test name, declarations)``; the count created."""
+        created = 0
+        for nodeid, test_name, decls in items:
+            for d in decls:
+                group = self.names(test_name, d.n, d.name)
+                for t in group:
+                    self.source.create_topic(t, d.partitions, config=dict(d.config) or None)
+                    self.partitions[t] = d.partitions
+                created += len(group)
+                self.free.setdefault((nodeid, d), []).append(group)
+        return created
+
+    def await_ready(self, replicator: Any, target_bootstrap: str, timeout: float) -> dict[str, TopicReadiness]:
+        """One readiness round over every pool topic (``provisioned="session"``)."""
+        from .clusters.base import topic_created_us
+        from .replicators._readiness import await_ready
+
+        if not self.partitions:
+            return {}
+        rounds = await_ready(
+            self.source.bootstrap_servers, target_bootstrap,
+            {t: (replicator.target_topic(t), n) for t, n in self.partitions.items()},
+            timeout=timeout, what=getattr(replicator, "label", "the replicator"),
+            created_us={t: topic_created_us(t) for t in self.partitions}, provisioned="session",
+            alive=lambda: bool(getattr(replicator, "running", True)), logs=lambda: replicator.logs(40),
+            status=getattr(replicator, "status", lambda: ""),
+            hint=f"Hint: these {len(self.partitions)} topics were provisioned for the session's tests "
+                 "(--kafka-mirror-topic-provisioning session); a replicator slow to discover many topics may "
+                 "need a larger --kafka-mirror-startup-timeout.",
+            during="while the session's topics were warmed up",
+        )
+        self.readiness.update(rounds)
+        return rounds
+
+    def take(self, nodeid: str, decl: TopicDeclaration) -> list[str] | None:
+        """The next unused topics declared by ``nodeid`` like ``decl``; None when there are none."""
+        groups = self.free.get((nodeid, decl))
+        if not groups:
+            return None
+        self.handed_out += 1
+        return groups.pop(0)
+
+    def describe(self) -> str:
+        ready = [r.discovery_s for r in self.readiness.values() if r.discovery_s is not None]
+        slowest = f", slowest discovery {max(ready):.2f} s" if ready else ""
+        return f"{len(self.partitions)} topics provisioned for the session{slowest}"
