@@ -11,7 +11,9 @@ The template's placeholders are filled in, each shell-quoted, and the result run
 =============  ================================================================
 
 ``{{`` and ``}}`` are literal braces.  Readiness is a probe record copied from source to
-target (the command's own output is its log).  Target topic names follow
+target (the command's own output is its log, quoted when it does not copy in time).
+``stop()`` + ``start()`` runs the same command again in the same ``{workdir}``, so a
+replicator that keeps its state there resumes from it.  Target topic names follow
 ``--kafka-mirror-naming``.  Recipes for uReplicator, Brooklin and Confluent Replicator
 are in the README (section Backends).
 """
@@ -85,6 +87,11 @@ class CommandReplicator(RunnerReplicator):
             "topics": topics_regex(self.topic_prefix),
             "workdir": str(self.workdir),
         })
+
+    def status(self) -> str:
+        """'': a command has no status of its own to ask for, and the start-up error
+        already quotes its output (the last log lines)."""
+        return ""
 
     def _launch(self) -> Any:
         cmd = self.command()

@@ -16,12 +16,26 @@ Measured against a real MM2 with Tansu brokers: Tansu does not wake a waiting fe
 data arrives, so MM2's consumer gets ``fetch.max.wait.ms=50`` (else ~500 ms latency per
 batch), and ``use.defaults.from=source`` stops the topic-config sync from deleting the
 configs Tansu reports as defaults.
+
+Every instance is a Connect cluster of its own (:func:`worker_properties`): MM2 derives
+a herder's Connect group id and internal topics from the source alias alone
+(``source-mm2``, ``mm2-configs.source.internal``, ...), so with the fixed aliases every
+MM2 on the same clusters (the session's, each test's dedicated one, one of an earlier
+run on a shared cluster) would join one Connect group and share one config topic, where
+the leader's connector configs (its topic filter) win, and a member leaving rebalances
+every other instance.  (Measured with a real MM2 on the embedded brokers before this:
+after SIGTERM + start, the MM2 never copied its probe record within 180 s.)  Each
+instance therefore gets its own id (``MirrorMaker2.instance``, kept over its restarts
+so that a restart resumes its own offsets and connector configs), and
+:meth:`MirrorMaker2.status` reads the connector and task states from its status topic
+(``connect_status``) when it does not copy in time.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +51,13 @@ __all__ = [
     "STARTUP_TIMEOUT",
     "MirrorMaker2",
     "format_properties",
+    "herder_topic",
     "mm2_container_script",
     "naming_from_properties",
     "parse_properties",
     "render_mm2_properties",
     "topics_regex",
+    "worker_properties",
 ]
 
 #: Default start-up limit: MM2 needs ~45 s before it copies its first record.
@@ -62,6 +78,38 @@ def is_tansu(cluster: Any) -> bool:
     return getattr(cluster, "spec", "") == "tansu" or getattr(cluster, "flavour", "") == "tansu"
 
 
+#: Connect worker settings MM2 derives from the herder's source alias (MirrorMakerConfig.workerConfig)
+WORKER_TOPICS = {"offset": "mm2-offsets", "status": "mm2-status", "config": "mm2-configs"}
+
+
+def worker_properties(instance: str, source_alias: str = "source", target_alias: str = "target") -> dict[str, str]:
+    """The Connect group id and internal topics of one MM2 instance, for both herders.
+
+    MM2 runs a herder (a Connect worker) per flow, and the disabled ``target->source``
+    one too when heartbeats are on; it reads a herder's worker settings from the
+    properties prefixed with the herder's *target* alias and fills in ``SOURCE-mm2`` and
+    ``mm2-{offsets,status,configs}.SOURCE.internal`` (on the target cluster) when absent.
+    These keep MM2's names with the instance id inserted:
+    ``target.group.id = source-mm2-ID``, ``target.status.storage.topic =
+    mm2-status.source.ID.internal`` and so on (``source.*`` for the reverse herder).
+    Top-level ``offset.storage.topic`` etc. still win (MM2 applies them over these).
+    """
+    props: dict[str, str] = {}
+    for herder_source, herder_target in ((source_alias, target_alias), (target_alias, source_alias)):
+        props[f"{herder_target}.group.id"] = f"{herder_source}-mm2-{instance}"
+        for kind, stem in WORKER_TOPICS.items():
+            props[f"{herder_target}.{kind}.storage.topic"] = f"{stem}.{herder_source}.{instance}.internal"
+    return props
+
+
+def herder_topic(props: dict[str, str], kind: str, source_alias: str = "source", target_alias: str = "target") -> str:
+    """The ``offset`` / ``status`` / ``config`` topic of the ``source -> target`` herder as
+    MM2 resolves it: top-level key, else the target-alias one, else MM2's default."""
+    key = f"{kind}.storage.topic"
+    default = f"{WORKER_TOPICS[kind]}.{source_alias}.internal"
+    return props.get(key) or props.get(f"{target_alias}.{key}") or default
+
+
 def render_mm2_properties(
     *,
     source_bootstrap: str,
@@ -71,9 +119,11 @@ def render_mm2_properties(
     target_alias: str = "target",
     source_is_tansu: bool = False,
     target_is_tansu: bool = False,
+    instance: str | None = None,
     overrides: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (),
 ) -> dict[str, str]:
-    """The properties of a one-way ``source -> target`` MM2 for single-node clusters."""
+    """The properties of a one-way ``source -> target`` MM2 for single-node clusters;
+    with ``instance``, its own Connect group and internal topics (:func:`worker_properties`)."""
     a, b = source_alias, target_alias
     flow = f"{a}->{b}"
     props: dict[str, str] = {
@@ -113,6 +163,8 @@ def render_mm2_properties(
         # (Kafka 3.7+): 5 s instead of 60 s, so an idle partition's group is translated exactly
         f"{b}.offset.flush.interval.ms": "5000",
     }
+    if instance is not None:
+        props.update(worker_properties(instance, a, b))
     if source_is_tansu:
         # Tansu does not wake a waiting fetch on new data: bound the wait instead.
         props[f"{a}.consumer.fetch.max.wait.ms"] = "50"
@@ -215,7 +267,19 @@ def mm2_container_script(image: str) -> list[str]:
 
 
 class MirrorMaker2(RunnerReplicator):
-    """MirrorMaker 2 (dedicated mode) from a Kafka distribution or a container image."""
+    """MirrorMaker 2 (dedicated mode) from a Kafka distribution or a container image.
+
+    ``instance`` (default: the topic prefix and 8 random hex digits) names this MM2's
+    Connect group and internal topics (:func:`worker_properties`); it is fixed for the
+    object's life, so ``stop()`` + ``start()`` is an operator's restart: SIGTERM lets
+    the worker commit its source offsets, write its connectors and tasks UNASSIGNED to
+    the status topic and leave its group; the next start joins the same (now empty)
+    group, becomes its leader, reads the connector and task configs it wrote and
+    resumes from its committed offsets.  ``stop()`` returns once the process (or
+    container) has exited (SIGKILL after ``stop_timeout``), so two generations never
+    run at once.  ``--kafka-mirror-replicator-properties`` still win over every
+    rendered key, these included.
+    """
 
     def __init__(
         self,
@@ -230,6 +294,7 @@ class MirrorMaker2(RunnerReplicator):
         naming: NamingPolicy | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
         heap: str = "-Xms256M -Xmx1G",
+        instance: str | None = None,
     ) -> None:
         if (home is None) == (image is None):
             raise ValueError("MirrorMaker2 needs exactly one of home= or image=")
@@ -238,14 +303,19 @@ class MirrorMaker2(RunnerReplicator):
         self.overrides = tuple(overrides)
         self.heap = heap
         self.source_alias, self.target_alias = "source", "target"
+        #: this MM2's own Connect group and internal topics, the same over its restarts
+        self.instance = instance or f"{topic_prefix}-{uuid.uuid4().hex[:8]}"
         self.properties = render_mm2_properties(
             source_bootstrap=source.bootstrap_servers,
             target_bootstrap=target.bootstrap_servers,
             topics=topics_regex(topic_prefix),
             source_is_tansu=is_tansu(source),
             target_is_tansu=is_tansu(target),
+            instance=self.instance,
             overrides=self.overrides,
         )
+        #: where the copying herder (source -> target) writes its connector and task states
+        self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
             #: what this MM2 does about consumer groups, from its properties (the failover checks read it)
             self.checkpoints = MM2_DEFAULTS.with_properties(self.properties)[0]
@@ -281,6 +351,19 @@ class MirrorMaker2(RunnerReplicator):
                 f"replication.policy.class={IDENTITY_POLICY if explicit.prefix == '' else DEFAULT_POLICY}"
             )
         return derived
+
+    def status(self) -> str:
+        """The connectors' and tasks' states from the status topic on the target (one
+        line, see :func:`~.connect_status.describe_status_topic`); never raises."""
+        from .connect_status import describe_status_topic
+
+        try:
+            client_config = getattr(self.target, "client_config", None)
+            config = client_config() if callable(client_config) else {"bootstrap.servers": self.target.bootstrap_servers}
+            text = describe_status_topic(config, self.status_topic)
+        except Exception as exc:  # noqa: BLE001 - status() is quoted in an error: it must not raise one
+            text = f"cannot read it: {type(exc).__name__}: {exc}"
+        return f"MirrorMaker 2's Connect status ({self.status_topic}): {text}"
 
     def render(self) -> Path:
         """Write mm2.properties (readable by the container's non-root user)."""

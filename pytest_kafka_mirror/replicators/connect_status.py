@@ -1,0 +1,230 @@
+"""Kafka Connect's status topic: what MirrorMaker 2 (any Connect cluster) says about itself.
+
+Every Connect worker writes the state of its connectors and tasks to the status topic
+(``status.storage.topic``; MM2's herder ``A->B``: ``mm2-status.A.internal`` on B, or the
+instance's own name, see ``mm2.worker_properties``), as ``KafkaStatusBackingStore``
+does it:
+
+* key ``status-connector-NAME`` or ``status-task-NAME-ID`` (a string; ``NAME`` may hold
+  ``-``, the task id is after the last one); ``status-topic-...`` keys (active topics)
+  are not states and are skipped;
+* value JSON ``{"state": "RUNNING", "trace": null, "worker_id": "source->target",
+  "generation": 3}`` (the worker's internal JsonConverter has ``schemas.enable=false``;
+  a converter with schemas wraps it as ``{"schema": ..., "payload": {...}}``, read too);
+  ``state`` is UNASSIGNED, RUNNING, PAUSED, STOPPED, FAILED (``trace``: the Java stack
+  trace), RESTARTING;
+* a null value (tombstone) deletes the entry; a connector's deletes its tasks too.
+
+The latest record of a key wins, as in Connect.  :func:`read_status_topic` reads the
+topic with ``assign()`` from offset 0 until no record arrived for ``quiet`` seconds
+(bounded by ``timeout``): the embedded broker's high watermarks are not a completeness
+test.  :func:`describe` makes one line of it, e.g. ``MirrorSourceConnector RUNNING,
+task 0 FAILED: org.apache.kafka...: boom; MirrorCheckpointConnector UNASSIGNED``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = [
+    "ConnectStatus",
+    "describe",
+    "describe_status_topic",
+    "latest_statuses",
+    "parse_status_key",
+    "parse_status_value",
+    "read_status_topic",
+]
+
+CONNECTOR_PREFIX = "status-connector-"
+TASK_PREFIX = "status-task-"
+#: a trace is quoted by its first line, cut to this many characters
+TRACE_CHARS = 300
+
+
+@dataclass(frozen=True)
+class ConnectStatus:
+    """The latest state of one connector (``task`` None) or one of its tasks."""
+
+    connector: str
+    task: int | None
+    state: str
+    trace: str | None = None
+    worker_id: str = ""
+    generation: int = 0
+
+    @property
+    def first_trace_line(self) -> str:
+        text = (self.trace or "").strip()
+        line = text.splitlines()[0] if text else ""
+        return line if len(line) <= TRACE_CHARS else line[: TRACE_CHARS - 3] + "..."
+
+    def describe(self) -> str:
+        """``RUNNING`` or ``FAILED: <first trace line>``."""
+        return f"{self.state}: {self.first_trace_line}" if self.first_trace_line else self.state
+
+
+def parse_status_key(key: str) -> tuple[str, int | None] | None:
+    """``(connector, task)`` of a status key, ``task`` None for a connector; None for
+    any other key (topic statuses, garbage)."""
+    if key.startswith(CONNECTOR_PREFIX):
+        name = key[len(CONNECTOR_PREFIX):]
+        return (name, None) if name else None
+    if key.startswith(TASK_PREFIX):
+        name, sep, task = key[len(TASK_PREFIX):].rpartition("-")
+        if sep and name and task.isdigit():
+            return name, int(task)
+    return None
+
+
+def parse_status_value(value: bytes | str | None) -> dict[str, Any] | None:
+    """The status fields of a value (plain or schema-wrapped JSON); None for a tombstone.
+    ValueError when it is not a Connect status."""
+    if value is None:
+        return None
+    try:
+        doc = json.loads(value)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if isinstance(doc, dict) and "payload" in doc and "schema" in doc:
+        doc = doc["payload"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("state"), str):
+        raise ValueError(f"no 'state' in {str(value)[:80]!r}")  # noqa: TRY004 - bad data, one error kind
+    return doc
+
+
+def _status(connector: str, task: int | None, value: bytes | str | None) -> ConnectStatus | None:
+    try:
+        doc = parse_status_value(value)
+    except ValueError as exc:
+        return ConnectStatus(connector, task, "UNREADABLE", trace=str(exc))
+    if doc is None:
+        return None
+    generation = doc.get("generation")
+    return ConnectStatus(
+        connector, task, doc["state"], trace=doc.get("trace") or None,
+        worker_id=str(doc.get("worker_id") or ""), generation=generation if isinstance(generation, int) else 0,
+    )
+
+
+def latest_statuses(records: Iterable[tuple[str | bytes | None, bytes | str | None]]) -> list[ConnectStatus]:
+    """The states left by ``(key, value)`` records in topic order: connectors in the order
+    they first appear, each followed by its tasks by id (tasks without a connector
+    record too)."""
+    connectors: dict[str, ConnectStatus | None] = {}
+    tasks: dict[str, dict[int, ConnectStatus]] = {}
+    for raw_key, value in records:
+        key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
+        parsed = parse_status_key(key or "")
+        if parsed is None:
+            continue
+        connector, task = parsed
+        status = _status(connector, task, value)
+        if task is None:
+            if status is None:  # the connector was deleted, and its tasks with it
+                connectors.pop(connector, None)
+                tasks.pop(connector, None)
+            else:
+                connectors[connector] = status
+        else:
+            connectors.setdefault(connector, None)
+            if status is None:
+                tasks.get(connector, {}).pop(task, None)
+            else:
+                tasks.setdefault(connector, {})[task] = status
+    out: list[ConnectStatus] = []
+    for connector, status in connectors.items():
+        if status is not None:
+            out.append(status)
+        out.extend(tasks.get(connector, {})[t] for t in sorted(tasks.get(connector, {})))
+    return out
+
+
+def _task_part(tasks: list[ConnectStatus]) -> list[str]:
+    """Tasks with the same state and no trace in one item: ``tasks 0-3 RUNNING``."""
+    parts: list[str] = []
+    run: list[tuple[int, str]] = []  # consecutive task ids with one state, no trace
+
+    def flush() -> None:
+        if run:
+            ids = f"task {run[0][0]}" if len(run) == 1 else f"tasks {run[0][0]}-{run[-1][0]}"
+            parts.append(f"{ids} {run[0][1]}")
+            run.clear()
+
+    for t in tasks:
+        task = t.task if t.task is not None else -1
+        if t.first_trace_line:
+            flush()
+            parts.append(f"task {task} {t.describe()}")
+            continue
+        if run and (t.state != run[-1][1] or task != run[-1][0] + 1):
+            flush()
+        run.append((task, t.state))
+    flush()
+    return parts
+
+
+def describe(statuses: list[ConnectStatus], topic: str = "the status topic") -> str:
+    """One line: ``Conn RUNNING, task 0 FAILED: trace; Other UNASSIGNED``."""
+    if not statuses:
+        return f"no status records in {topic}"
+    items: list[str] = []
+    order = list(dict.fromkeys(s.connector for s in statuses))
+    for connector in order:
+        own = [s for s in statuses if s.connector == connector and s.task is None]
+        head = f"{connector} {own[0].describe()}" if own else f"{connector} (no connector status)"
+        tasks = _task_part([s for s in statuses if s.connector == connector and s.task is not None])
+        if not tasks and own and own[0].state == "RUNNING":
+            tasks = ["no tasks"]  # e.g. a source connector whose topic filter matches nothing yet
+        items.append(", ".join([head, *tasks]))
+    return "; ".join(items)
+
+
+def read_status_topic(
+    config: dict[str, Any], topic: str, *, timeout: float = 5.0, quiet: float = 0.5, settle: float = 2.0
+) -> list[tuple[bytes | None, bytes | None]] | None:
+    """Every ``(key, value)`` of ``topic``, in offset order per partition; None when the
+    topic does not exist.  Reads until nothing new came for ``quiet`` seconds (``settle``
+    before the first record: connecting takes a moment), at most ``timeout`` seconds.
+    KafkaException when the cluster does not answer."""
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+    consumer = Consumer({
+        **config, "group.id": f"kafka-mirror-status-{time.time_ns()}", "enable.auto.commit": False,
+        "enable.partition.eof": False, "allow.auto.create.topics": False,
+        "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 10, "socket.connection.setup.timeout.ms": 5000,
+    })
+    try:
+        meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
+        if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            return None
+        if meta.error is not None:
+            raise KafkaException(meta.error)
+        consumer.assign([TopicPartition(topic, p, 0) for p in sorted(meta.partitions)])
+        records: list[tuple[bytes | None, bytes | None]] = []
+        t0 = last = time.monotonic()
+        while True:
+            now = time.monotonic()
+            if now - t0 >= timeout or now - last >= (quiet if records else settle):
+                return records
+            for msg in consumer.consume(500, 0.01):
+                if msg.error() is None:
+                    records.append((msg.key(), msg.value()))
+                    last = time.monotonic()
+    finally:
+        consumer.close()
+
+
+def describe_status_topic(config: dict[str, Any], topic: str, *, timeout: float = 5.0) -> str:
+    """:func:`describe` of ``topic``'s latest states; never raises (errors are the text)."""
+    try:
+        records = read_status_topic(config, topic, timeout=timeout)
+    except Exception as exc:  # noqa: BLE001 - quoted in an error message: must not raise one
+        return f"cannot read {topic} from {config.get('bootstrap.servers')}: {exc}"
+    if records is None:
+        return f"no topic {topic} (the Connect worker never created it: it did not get that far)"
+    return describe(latest_statuses(records), topic)

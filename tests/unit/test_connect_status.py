@@ -1,0 +1,226 @@
+"""Connect's status records (``connect_status``) and MM2's per-instance Connect group and
+internal topics (``mm2.worker_properties``), without a broker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_kafka_mirror.replicators import connect_status as cs
+from pytest_kafka_mirror.replicators.command import CommandReplicator
+from pytest_kafka_mirror.replicators.connect_status import (
+    ConnectStatus,
+    describe,
+    latest_statuses,
+    parse_status_key,
+    parse_status_value,
+)
+from pytest_kafka_mirror.replicators.mm2 import (
+    MirrorMaker2,
+    format_properties,
+    herder_topic,
+    parse_properties,
+    render_mm2_properties,
+    worker_properties,
+)
+
+TRACE = "org.apache.kafka.connect.errors.ConnectException: boom\n\tat org.apache.kafka.X.run(X.java:1)\n"
+
+
+def _value(state: str, trace: str | None = None, *, wrapped: bool = False, generation: int = 2) -> bytes:
+    """A status value as Connect's worker writes it (schemas off), or schema-wrapped."""
+    payload = {"state": state, "trace": trace, "worker_id": "source->target", "generation": generation}
+    if wrapped:
+        schema = {"type": "struct", "optional": False, "fields": [
+            {"field": "state", "type": "string", "optional": False},
+            {"field": "trace", "type": "string", "optional": True},
+            {"field": "worker_id", "type": "string", "optional": False},
+            {"field": "generation", "type": "int32", "optional": False},
+        ]}
+        return json.dumps({"schema": schema, "payload": payload}).encode()
+    return json.dumps(payload).encode()
+
+
+# ----------------------------------------------------------------------------- keys and values
+@pytest.mark.parametrize(("key", "expected"), [
+    ("status-connector-MirrorSourceConnector", ("MirrorSourceConnector", None)),
+    ("status-task-MirrorSourceConnector-0", ("MirrorSourceConnector", 0)),
+    ("status-task-my-conn-with-dashes-12", ("my-conn-with-dashes", 12)),
+    ("status-topic-km-a:connector-MirrorSourceConnector", None),  # active topics: not a state
+    ("status-task-MirrorSourceConnector-x", None),
+    ("status-task--3", None),
+    ("status-connector-", None),
+    ("session-key", None),
+])
+def test_status_keys(key: str, expected: tuple[str, int | None] | None) -> None:
+    assert parse_status_key(key) == expected
+
+
+def test_status_values_plain_wrapped_and_tombstones() -> None:
+    assert parse_status_value(_value("RUNNING"))["state"] == "RUNNING"  # type: ignore[index]
+    assert parse_status_value(_value("FAILED", TRACE, wrapped=True))["trace"] == TRACE  # type: ignore[index]
+    assert parse_status_value(_value("PAUSED").decode()) is not None
+    assert parse_status_value(None) is None
+    with pytest.raises(ValueError, match="not JSON"):
+        parse_status_value(b"\x00garbage")
+    with pytest.raises(ValueError, match="no 'state'"):
+        parse_status_value(b'{"topic": {"name": "km-a"}}')
+
+
+def test_status_fields_and_first_trace_line() -> None:
+    [s] = latest_statuses([(b"status-task-C-1", _value("FAILED", TRACE, generation=7))])
+    assert s == ConnectStatus("C", 1, "FAILED", TRACE, "source->target", 7)
+    assert s.first_trace_line == "org.apache.kafka.connect.errors.ConnectException: boom"
+    assert s.describe() == "FAILED: org.apache.kafka.connect.errors.ConnectException: boom"
+    long = ConnectStatus("C", None, "FAILED", "x" * 1000)
+    assert len(long.first_trace_line) == cs.TRACE_CHARS and long.first_trace_line.endswith("...")
+    assert ConnectStatus("C", None, "RUNNING", trace="  ").describe() == "RUNNING"
+
+
+# ----------------------------------------------------------------------------- latest state
+def test_the_latest_record_of_a_key_wins_and_tombstones_delete() -> None:
+    records = [
+        ("status-connector-MirrorSourceConnector", _value("UNASSIGNED")),
+        ("status-task-MirrorSourceConnector-1", _value("UNASSIGNED")),
+        ("status-task-MirrorSourceConnector-0", _value("RUNNING")),
+        ("status-connector-MirrorSourceConnector", _value("RUNNING", wrapped=True)),
+        ("status-task-MirrorSourceConnector-1", _value("RUNNING")),
+        ("status-task-MirrorSourceConnector-2", _value("RUNNING")),
+        ("status-task-MirrorSourceConnector-2", None),  # the task is gone
+        ("status-connector-Old", _value("RUNNING")),
+        ("status-task-Old-0", _value("RUNNING")),
+        ("status-connector-Old", None),  # a deleted connector takes its tasks with it
+        ("status-topic-km-a:connector-MirrorSourceConnector", b'{"topic": {}}'),
+        (None, _value("RUNNING")),
+    ]
+    got = [(s.connector, s.task, s.state) for s in latest_statuses(records)]
+    assert got == [("MirrorSourceConnector", None, "RUNNING"), ("MirrorSourceConnector", 0, "RUNNING"),
+                   ("MirrorSourceConnector", 1, "RUNNING")]
+
+
+def test_an_unreadable_value_is_shown_not_dropped() -> None:
+    [s] = latest_statuses([(b"status-connector-C", b"{not json")])
+    assert s.state == "UNREADABLE" and "not JSON" in (s.trace or "")
+
+
+# ----------------------------------------------------------------------------- describe
+def test_describe_one_line() -> None:
+    records = [
+        ("status-connector-MirrorSourceConnector", _value("RUNNING")),
+        *[(f"status-task-MirrorSourceConnector-{t}", _value("RUNNING")) for t in (0, 1, 3)],
+        ("status-task-MirrorSourceConnector-2", _value("FAILED", TRACE)),
+        ("status-connector-MirrorCheckpointConnector", _value("UNASSIGNED")),
+        ("status-connector-MirrorHeartbeatConnector", _value("RUNNING")),
+        ("status-task-Orphan-0", _value("PAUSED")),
+    ]
+    assert describe(latest_statuses(records)) == (
+        "MirrorSourceConnector RUNNING, tasks 0-1 RUNNING, task 2 FAILED: "
+        "org.apache.kafka.connect.errors.ConnectException: boom, task 3 RUNNING; "
+        "MirrorCheckpointConnector UNASSIGNED; "
+        "MirrorHeartbeatConnector RUNNING, no tasks; "
+        "Orphan (no connector status), task 0 PAUSED"
+    )
+
+
+def test_describe_without_records_names_the_topic() -> None:
+    assert describe([], "mm2-status.source.x.internal") == "no status records in mm2-status.source.x.internal"
+    assert describe(latest_statuses([("status-connector-C", None)]), "T") == "no status records in T"
+
+
+def test_describe_status_topic_never_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(*a: object, **k: object) -> None:
+        raise RuntimeError("no broker")
+
+    monkeypatch.setattr(cs, "read_status_topic", boom)
+    assert cs.describe_status_topic({"bootstrap.servers": "h:1"}, "T") == "cannot read T from h:1: no broker"
+    monkeypatch.setattr(cs, "read_status_topic", lambda *a, **k: None)
+    assert cs.describe_status_topic({}, "T").startswith("no topic T ")
+    monkeypatch.setattr(cs, "read_status_topic", lambda *a, **k: [(b"status-connector-C", _value("RUNNING"))])
+    assert cs.describe_status_topic({}, "T") == "C RUNNING, no tasks"
+
+
+# ----------------------------------------------------------------------------- MM2: one Connect cluster per instance
+def _render(**kw: object) -> dict[str, str]:
+    args: dict = {"source_bootstrap": "127.0.0.1:1", "target_bootstrap": "127.0.0.1:2", "topics": "^km-.*"}
+    args.update(kw)
+    return render_mm2_properties(**args)
+
+
+def test_each_instance_has_its_own_group_and_internal_topics() -> None:
+    p = _render(instance="km-a1")
+    assert {k: v for k, v in p.items() if k in worker_properties("km-a1")} == {
+        # the copying herder source->target: its worker settings are the target alias's
+        "target.group.id": "source-mm2-km-a1",
+        "target.offset.storage.topic": "mm2-offsets.source.km-a1.internal",
+        "target.status.storage.topic": "mm2-status.source.km-a1.internal",
+        "target.config.storage.topic": "mm2-configs.source.km-a1.internal",
+        # the heartbeats-only herder target->source (MM2 starts it while heartbeats are on)
+        "source.group.id": "target-mm2-km-a1",
+        "source.offset.storage.topic": "mm2-offsets.target.km-a1.internal",
+        "source.status.storage.topic": "mm2-status.target.km-a1.internal",
+        "source.config.storage.topic": "mm2-configs.target.km-a1.internal",
+    }
+    other = _render(instance="km-b2")
+    assert {p[k] for k in worker_properties("x")}.isdisjoint(other[k] for k in worker_properties("x"))
+    # without an instance: MM2's own defaults (one group for every MM2 on these clusters)
+    assert not any(k.endswith(("group.id", "storage.topic")) for k in _render())
+    assert parse_properties(format_properties(p)) == p
+
+
+def test_the_status_topic_is_resolved_as_mm2_does() -> None:
+    assert herder_topic(_render(), "status") == "mm2-status.source.internal"
+    assert herder_topic(_render(instance="i"), "status") == "mm2-status.source.i.internal"
+    assert herder_topic(_render(instance="i"), "config") == "mm2-configs.source.i.internal"
+    # user overrides win: the target alias's key replaces ours, a top-level key beats both (as in MM2)
+    assert herder_topic(_render(instance="i", overrides=[("target.status.storage.topic", "mine")]), "status") == "mine"
+    top = _render(instance="i", overrides=[("status.storage.topic", "top"), ("target.status.storage.topic", "mine")])
+    assert herder_topic(top, "status") == "top"
+    assert _render(instance="i", overrides=[("target.group.id", "g")])["target.group.id"] == "g"
+
+
+def _cluster(port: int) -> SimpleNamespace:
+    return SimpleNamespace(bootstrap_servers=f"127.0.0.1:{port}", spec="tansu")
+
+
+def _mm2(tmp_path: Path, **kw: object) -> MirrorMaker2:
+    return MirrorMaker2(_cluster(1), _cluster(2), tmp_path, topic_prefix="km-gw0", home="/nowhere", **kw)  # type: ignore[arg-type]
+
+
+def test_an_instance_keeps_its_id_over_restarts_and_others_differ(tmp_path: Path) -> None:
+    rep = _mm2(tmp_path / "a")
+    assert rep.instance.startswith("km-gw0-") and len(rep.instance) == len("km-gw0-") + 8
+    first = rep.render().read_text()
+    assert rep.render().read_text() == first  # what the next start() writes: the same Connect group and topics
+    assert f"target.group.id = source-mm2-{rep.instance}" in first
+    assert rep.status_topic == f"mm2-status.source.{rep.instance}.internal"
+    assert _mm2(tmp_path / "b").instance != rep.instance
+    pinned = _mm2(tmp_path / "c", instance="fixed", overrides=(("target.status.storage.topic", "st"),))
+    assert pinned.properties["target.group.id"] == "source-mm2-fixed" and pinned.status_topic == "st"
+
+
+def test_mm2_status_reads_its_status_topic_and_never_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rep = _mm2(tmp_path, instance="i")
+    seen: list[tuple[dict, str]] = []
+
+    def fake(config: dict, topic: str, **kw: object) -> str:
+        seen.append((config, topic))
+        return "MirrorSourceConnector RUNNING"
+
+    monkeypatch.setattr(cs, "describe_status_topic", fake)
+    assert rep.status() == "MirrorMaker 2's Connect status (mm2-status.source.i.internal): MirrorSourceConnector RUNNING"
+    assert seen == [({"bootstrap.servers": "127.0.0.1:2"}, "mm2-status.source.i.internal")]
+
+    def boom(*a: object, **k: object) -> str:
+        raise RuntimeError("kaput")
+
+    monkeypatch.setattr(cs, "describe_status_topic", boom)
+    assert rep.status().endswith("cannot read it: RuntimeError: kaput")
+
+
+def test_a_command_has_no_status_of_its_own(tmp_path: Path) -> None:
+    rep = CommandReplicator(_cluster(1), _cluster(2), tmp_path, template="run {source}",  # type: ignore[arg-type]
+                            topic_prefix="km", naming=None, startup_timeout=1)  # type: ignore[arg-type]
+    assert rep.status() == ""
