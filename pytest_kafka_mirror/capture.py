@@ -276,6 +276,8 @@ class _CaptureProcess:
         self.assigned: dict[str, int] = {}
         self.seen: dict[tuple[str, str, int], SeenBitmap] = {}
         self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "warmup": 0, "duplicates_seen": 0}
+        #: "SOURCE_TOPIC:PARTITION" -> one past the offset of its last warm-up record on the target
+        self.warmup_ends: dict[str, int] = {}
         self.live = LiveFigures(DEFAULT_BOUNDS)
         self.t_start = time.monotonic()
         self.last_record = self.t_start  # monotonic time of the last record
@@ -391,6 +393,9 @@ class _CaptureProcess:
                     d, size, evidence = FOREIGN, 0, f"undecodable record: {exc!r}"[:200]
                 if d.kind is Kind.WARMUP:  # readiness proof, not a record of the run: counted, not kept
                     warmup += 1
+                    # ... but it moves the partition's end of log (the failover checks use it)
+                    end_key = f"{source}:{m.partition()}"
+                    self.warmup_ends[end_key] = max(self.warmup_ends.get(end_key, 0), m.offset() + 1)
                     continue
                 append((source, target, m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq,
                         d.ts_us, arrival, m.timestamp()[1], size, d.checksum_ok, evidence))
@@ -543,6 +548,7 @@ class _CaptureProcess:
             "drain_timeout": args.drain_timeout,
             "partitions": self.assigned,
             "offset_gaps": self.gaps.to_dict(),
+            "warmup_ends": self.warmup_ends,
         }
         if self.groups > 1:
             status["group"] = [self.group, self.groups]
@@ -752,6 +758,8 @@ class Capture:
                        for st in statuses],
             offset_gaps={k: sum(st.get("offset_gaps", {}).get(k, 0) for st in statuses)
                          for k in ("refetched", "accepted", "accepted_offsets", "open")},
+            warmup_ends={k: max(int(st.get("warmup_ends", {}).get(k, 0)) for st in statuses)
+                         for k in {k for st in statuses for k in st.get("warmup_ends", {})}},
         )
         write_json_atomic(self.run_dir / CAPTURE_STATUS, merged)
 

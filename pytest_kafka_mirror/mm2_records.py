@@ -25,11 +25,15 @@ topics unless ``replication.policy.internal.topic.separator.enabled=false``.  Bo
 default and the identity policy use these internal names, and the identity policy keeps
 ``<alias>.heartbeats`` for replicated heartbeats (to break cycles).
 
-Translation (``OffsetSyncStore.translateDownstream``, 3.5+): the downstream offset of the
-latest sync at or before the group's upstream offset, plus 1 when the group is past that
-sync (MM2 cannot know how many records between two syncs were copied, so it never
-translates further than one past a sync).  :func:`translate` implements it on a list of
-syncs, for tests and evidence.
+Translation (``OffsetSyncStore.translateDownstream``, 3.5+; unchanged in 3.7-4.x): the
+store's latest sync at or before the group's upstream offset U (``lookupLatestSync``
+scans ``syncs[0..63]``, newest first, for the first with ``upstreamOffset <= U``); its
+downstream offset when ``upstreamOffset == U``, else that plus 1 (MM2 cannot know how
+many records between two syncs were copied, so it never translates further than one
+past a sync).  Every sync after U: -1, "too old to translate" (no checkpoint).
+:func:`translate` implements the rule on a list of syncs and :func:`latest_sync`
+names the sync it uses, for tests and evidence; the store itself keeps only 64 syncs
+per partition, exponentially spaced back from the newest (``failover`` replays it).
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ __all__ = [
     "MM2Names",
     "OffsetSync",
     "RecordFormatError",
+    "latest_sync",
     "translate",
 ]
 
@@ -217,6 +222,15 @@ class MM2Names:
         return f"{self.source_alias}{self.separator}{self.heartbeats}"
 
 
+def latest_sync(syncs: Iterable[OffsetSync | tuple[int, int]], upstream_offset: int) -> tuple[int, int] | None:
+    """The (upstream, downstream) sync MM2's rule translates ``upstream_offset`` from: the
+    highest upstream offset at or before it (the later downstream offset on a tie, as a
+    later sync replaces an earlier one); None when no sync is at or before it."""
+    pairs = [(s.upstream_offset, s.downstream_offset) if isinstance(s, OffsetSync) else s for s in syncs]
+    at_or_before = [p for p in pairs if p[0] <= upstream_offset]
+    return max(at_or_before) if at_or_before else None
+
+
 def translate(syncs: Iterable[OffsetSync | tuple[int, int]], upstream_offset: int) -> int | None:
     """MM2's translation of ``upstream_offset`` from the syncs of one partition.
 
@@ -227,8 +241,8 @@ def translate(syncs: Iterable[OffsetSync | tuple[int, int]], upstream_offset: in
     pairs = [(s.upstream_offset, s.downstream_offset) if isinstance(s, OffsetSync) else s for s in syncs]
     if not pairs:
         return None
-    at_or_before = [p for p in pairs if p[0] <= upstream_offset]
-    if not at_or_before:
+    sync = latest_sync(pairs, upstream_offset)
+    if sync is None:
         return -1
-    up, down = max(at_or_before)
+    up, down = sync
     return down + (0 if up == upstream_offset else 1)

@@ -326,7 +326,7 @@ class MirrorRun:
 
         self.finish()
         return check_failover(self.run_dir, self.target_bootstrap, settings, self.topics, wait=wait, reset=reset,
-                              emitter=emitter)
+                              emitter=emitter, source_bootstrap=self.source_bootstrap)
 
     def close(self) -> None:
         """Stop the captures if they still run (a test failed before verifying)."""

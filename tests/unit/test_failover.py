@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.failover import SeenCheckpoint, TargetState, _Partition, evaluate
+from pytest_kafka_mirror.failover import SeenCheckpoint, SeenSync, SyncHistory, TargetState, _Partition, evaluate
 from pytest_kafka_mirror.replicators._checkpoints import REFERENCE_DEFAULTS
 from pytest_kafka_mirror.verify import MirrorMismatchError
 from pytest_kafka_mirror.witness import WitnessLog, witness
@@ -45,10 +45,16 @@ def _cp(up: int, down: int, *, p: int = 0, at: float = T0 + 1, seq: int = 0, gro
     return SeenCheckpoint(group, "t", p, up, down, int(at * 1000), seq)
 
 
+def _sync(up: int, down: int, *, at: float = T0 - 1, seq: int = 0, p: int = 0) -> SeenSync:
+    return SeenSync("t", p, up, down, int(at * 1000), seq)
+
+
 def _state(cps: list[SeenCheckpoint], synced: dict[tuple[str, int], int] | None = None,
-           heartbeats: list[int] | None = None) -> TargetState:
+           heartbeats: list[int] | None = None, syncs: list[SeenSync] | None = None) -> TargetState:
+    """``syncs``: the offset-syncs topic (default: read, and empty)."""
     return TargetState(checkpoints=cps, synced={"g-w": synced or {}}, heartbeats=heartbeats or [],
-                       heartbeats_topic_exists=True, checkpoints_topic_exists=True, read_at=T0 + 10)
+                       heartbeats_topic_exists=True, checkpoints_topic_exists=True, read_at=T0 + 10,
+                       syncs=syncs if syncs is not None else [])
 
 
 def _eval(log: WitnessLog, parts: dict[int, _Partition], state: TargetState, **kw: object):
@@ -197,3 +203,150 @@ def test_witness_specs_and_consumed_ranges() -> None:
     assert log.consumed_ranges("t", 0, 8) == {("p1", 0): [(0, 4)], ("p2", 1): [(10, 12)]}
     assert log.last_consumed("t", 0, 8) == "p2/lane 1 seq 12" and log.last_consumed("t", 0, 0) == "nothing of ours"
     assert WitnessLog.from_dict(json.loads(json.dumps(log.to_dict()))) == log
+
+
+# -- the offset syncs as evidence: sync spacing (MM2's design) or a translation bug -------------------
+
+BACKLOG = _part([(o, o) for o in range(400)])  # offsets 0..399 hold seqs 0..399
+BACKLOG_RUNS = {0: [[0, "p1", 0, 0, 400]]}
+
+
+def _backlog(cp_down: int, syncs: list[SeenSync], *, cp_at: float = T0 + 1):
+    """A group committed 298 (a backlog: the records queued before the mirror copied them);
+    the checkpoint at ``cp_at`` translated it to ``cp_down``, the synced group offset too."""
+    log = _log([(T0, {0: 298})], runs=BACKLOG_RUNS)
+    return _eval(log, {0: BACKLOG}, _state([_cp(298, cp_down, at=cp_at)], synced={("t", 0): cp_down}, syncs=syncs))
+
+
+def test_sparse_syncs_rereads_are_mms_design_and_pass() -> None:
+    # as measured with MM2 4.x: the backlog got a sync at its start and the next one past the group
+    syncs = [_sync(0, 0, at=T0 - 5, seq=0), _sync(350, 350, at=T0 - 0.5, seq=1)]
+    r = _backlog(1, syncs)
+    for via in ("checkpoint", "synced"):
+        e = r.entry("w", "t", 0, via)
+        assert (e.translated, e.rereads, e.skipped, e.offset_syncs, e.sync_best, e.sync_floor) == (1, 297, 0, 2, 1, 1)
+        assert (e.sync["upstream"], e.sync["downstream"], e.sync["offset"], e.sync_verdict) == (0, 0, 0, "as synced")
+        assert e.coarser == 0 and e.history_coarser == []
+        assert e.head().endswith(
+            "2 offset syncs for this partition, the latest at or before upstream 298 it could have used is 0 -> 0 "
+            f"(offset 0 of the syncs topic, {e.sync['time']}), so MM2 translates to 1 at best: as good as the syncs "
+            "allow, all 297 re-reads from the spacing of the syncs (MM2's design)")
+    r.assert_ok(max_records_behind=0)  # the syncs check is on: they were read
+    r.assert_as_syncs_allow()
+    assert r.figures()["failover_coarser_than_syncs"] == 0 and r.max_rereads == 297
+    with pytest.raises(MirrorMismatchError, match="re-reads above 10"):
+        r.assert_rereads_at_most()  # the flat bound blames MM2 for the spacing of its syncs
+
+
+def test_a_translation_worse_than_the_syncs_allow_fails_naming_the_sync() -> None:
+    syncs = [_sync(0, 0, at=T0 - 5, seq=0), _sync(200, 200, at=T0 - 4, seq=1), _sync(290, 290, at=T0 - 3, seq=2)]
+    r = _backlog(1, syncs)
+    e = r.entry("w", "t", 0)
+    assert (e.sync_best, e.sync_floor, e.coarser, e.sync_verdict, e.rereads) == (291, 291, 290, "coarser", 297)
+    assert [(h["upstream"], h["downstream"], h["floor"], h["sync_upstream"], h["sync_offset"])
+            for h in e.history_coarser] == [(298, 1, 291, 290, 2)]
+    assert r.figures()["failover_coarser_than_syncs"] == 2  # checkpoint and synced
+    r.assert_no_loss()  # no record is skipped: only the syncs show the bug
+    with pytest.raises(MirrorMismatchError) as err:
+        r.assert_as_syncs_allow()
+    msg = str(err.value)
+    assert "translations coarser than the offset syncs allow: 2 group partitions" in msg
+    assert ("the latest at or before upstream 298 it could have used is 290 -> 290 (offset 2 of the syncs topic, "
+            in msg)
+    assert "so MM2 translates to 291 at best, 291 at worst from the syncs its store kept: translated 290 below that, " \
+           "a translation bug" in msg
+    with pytest.raises(MirrorMismatchError, match="translations coarser than the offset syncs allow"):
+        r.assert_ok()
+    assert _backlog(291, syncs).entry("w", "t", 0).sync_verdict == "as synced"
+    _backlog(291, syncs).assert_ok(max_rereads=7)
+
+
+def test_a_checkpoint_can_only_use_syncs_written_before_it() -> None:
+    early = _sync(0, 0, at=T0 - 5, seq=0)
+    # written 3 s after the checkpoint: it could not have used it
+    late = _backlog(1, [early, _sync(290, 290, at=T0 + 4, seq=1)])
+    assert (late.entry("w", "t", 0).sync_best, late.entry("w", "t", 0).sync_verdict) == (1, "as synced")
+    late.assert_as_syncs_allow()
+    # written 0.5 s before it: it may not have read it yet (SYNC_READ_LAG_S), but could have used it
+    just = _backlog(1, [early, _sync(290, 290, at=T0 + 0.5, seq=1)])
+    e = just.entry("w", "t", 0)
+    assert (e.sync_best, e.sync_floor, e.sync_verdict) == (291, 1, "allowed")
+    assert (e.sync_kept, e.sync_newest["upstream"]) == (291, 290)  # type: ignore[index]
+    assert ("but MM2's sync store keeps syncs exponentially spaced back from its newest (290 -> 290), which gives "
+            "291 (1 at worst, if it had not read the latest ones yet): translated 1, as MM2's design allows "
+            "(297 re-reads)") in e.head()
+    just.assert_as_syncs_allow()
+    # written 3 s before it: it had read it
+    with pytest.raises(MirrorMismatchError, match="translated 290 below that, a translation bug"):
+        _backlog(1, [early, _sync(290, 290, at=T0 - 2, seq=1)]).assert_as_syncs_allow()
+
+
+def test_mm2s_sync_store_drops_old_syncs_so_a_far_behind_group_is_translated_coarsely() -> None:
+    # a sync for every record 0..1000: MM2's store keeps 1000, 999, 998, 996, 992, 976, 960, 896, 768, 512, 0
+    syncs = [_sync(u, u, at=T0 - 5 + u / 1000, seq=u) for u in range(1001)]
+    assert SyncHistory(syncs).evidence(298, None).floor == 1
+    log = _log([(T0, {0: 298})], runs=BACKLOG_RUNS)
+    part = _part([(o, o) for o in range(1001)])
+    r = _eval(log, {0: part}, _state([_cp(298, 1, at=T0 + 1)], synced={("t", 0): 1}, syncs=syncs))
+    e = r.entry("w", "t", 0)
+    assert (e.sync_best, e.sync_floor, e.sync_kept, e.sync_verdict, e.rereads) == (298, 1, 1, "allowed", 297)
+    assert "from its newest (1000 -> 1000), which gives 1 (1 at worst" in e.head()
+    r.assert_as_syncs_allow()
+    r = _eval(log, {0: part}, _state([_cp(298, 0, at=T0 + 1)], synced={("t", 0): 0}, syncs=syncs))
+    assert r.entry("w", "t", 0).coarser == 1
+    with pytest.raises(MirrorMismatchError, match="1 at worst from the syncs its store kept: translated 1 below"):
+        r.assert_as_syncs_allow()
+
+
+def test_an_upstream_rewind_in_the_syncs_starts_the_store_over() -> None:
+    # 0..99 copied, then the mirror re-copied from 60 (after a crash): syncs before the rewind are gone
+    syncs = [_sync(0, 0, seq=0), _sync(50, 50, seq=1), _sync(99, 99, seq=2), _sync(60, 100, seq=3)]
+    h = SyncHistory(syncs)
+    assert (h.evidence(55, None).floor, h.evidence(55, None).best) == (None, None)  # too old to translate
+    assert (h.evidence(70, None).floor, h.evidence(70, None).best) == (101, 101)
+
+
+def test_every_checkpoint_of_the_run_is_held_to_its_syncs_and_ahead_is_named() -> None:
+    syncs = [_sync(0, 0, at=T0 - 5, seq=0), _sync(30, 30, at=T0 - 5, seq=1), _sync(59, 59, at=T0 - 5, seq=2)]
+    cps = [_cp(30, 25, seq=1, at=T0 + 1), _cp(60, 60, seq=2, at=T0 + 2)]
+    r = _eval(_log([(T0, {0: 30}), (T0 + 1, {0: 60})]), {0: ONE_TO_ONE}, _state(cps, synced={("t", 0): 60},
+                                                                             syncs=syncs))
+    e = r.entry("w", "t", 0)
+    assert (e.coarser, e.sync_verdict) == (0, "as synced")  # the latest is exact
+    assert [(h["upstream"], h["downstream"], h["floor"]) for h in e.history_coarser] == [(30, 25, 30)]
+    with pytest.raises(MirrorMismatchError, match="(?s)checkpoints of the run below the worst the syncs allowed"):
+        r.assert_as_syncs_allow()
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 65)], synced={("t", 0): 65}, syncs=syncs))
+    e = r.entry("w", "t", 0)
+    assert (e.sync_verdict, e.skipped) == ("ahead", 5)
+    assert "so MM2 translates to 60 at best: translated 5 past it (MM2 never translates past a sync" in e.head()
+    r.assert_as_syncs_allow()  # not coarser: the data checks catch what it skips
+    with pytest.raises(MirrorMismatchError, match="loss on failover: 10 records"):
+        r.assert_ok()
+
+
+def test_without_the_offset_syncs_the_check_is_not_run_and_says_why() -> None:
+    state = _state([_cp(60, 60)], synced={("t", 0): 60})
+    state.syncs, state.syncs_note = None, "no offset-syncs topic mm2-offset-syncs.target.internal on the source cluster"
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, state)
+    assert r.not_run["offset syncs"] == state.syncs_note and r.entry("w", "t", 0).offset_syncs is None
+    assert r.figures()["failover_coarser_than_syncs"] is None
+    r.assert_ok()  # listed in not_run, as the other checks that cannot run
+    with pytest.raises(MirrorMismatchError, match="offset syncs could not be checked: no offset-syncs topic"):
+        r.assert_as_syncs_allow()
+    with pytest.raises(MirrorMismatchError, match="offset syncs could not be checked"):
+        r.assert_ok(as_syncs_allow=True)
+
+
+def test_steady_state_syncs_as_the_reference_mirror_wrote_them() -> None:
+    # offset.lag.max 100 at 100 records/s: an immediate sync every ~100 offsets and a delayed one
+    # at every 1 s flush; MM2's store then holds 347, 303, 202, 0: 247 is gone, so a group at 300
+    # is translated from 202 (measured on the embedded default: 97 re-reads, as MM2's design gives)
+    ups = [0, 46, 101, 146, 202, 247, 303, 347]
+    syncs = [_sync(u, u, at=T0 - 4 + i / 2, seq=i) for i, u in enumerate(ups)]
+    log = _log([(T0, {0: 300})], runs=BACKLOG_RUNS)
+    for down, verdict in [(203, "allowed"), (248, "as synced"), (202, "coarser")]:
+        r = _eval(log, {0: BACKLOG}, _state([_cp(300, down, at=T0 + 1)], synced={("t", 0): down}, syncs=syncs))
+        e = r.entry("w", "t", 0)
+        assert (e.sync_best, e.sync_kept, e.sync_floor, e.sync_verdict) == (248, 203, 203, verdict), down
+        assert e.rereads == 300 - down
