@@ -200,6 +200,9 @@ def await_ready(
     finally:
         producer.flush(2)
         consumer.close()
+        # a traceback kept by the caller keeps this frame: drop the clients, or librdkafka
+        # goes on reconnecting (and logging) to a broker that may be gone
+        producer = consumer = None  # noqa: F841
 
 
 def _assign_new(consumer: Any, by_target: Mapping[str, TopicReadiness], assigned: dict[str, int],

@@ -371,7 +371,7 @@ def test_external_replicator_is_probed_and_refuses_lifecycle_verbs(
                 getattr(rep, verb)()
         wrong = make_replicator("external:identity", src, dst, tmp_path,
                                 ReplicatorOptions(topic_prefix="ext", startup_timeout=2))
-        with pytest.raises(ReplicatorError, match="timed out after 2 s.*was never created.*--kafka-mirror-naming"):
+        with pytest.raises(ReplicatorError, match="(?s)timed out after 2 s.*was never created.*--kafka-mirror-naming"):
             wrong.start()
 
 

@@ -105,7 +105,7 @@ def test_a_stopped_mirror_ends_the_capture_by_drain_timeout(tmp_path, clusters, 
         run.capture.wait_assigned({"it-drain": 1}, 30)
         rep.pause()
         try:
-            run.produce(rate=None, count=100, format="headers", message_size=100)
+            run.produce(rate=None, count=100, format="headers", message_size=100, wait_for_target=False)  # paused: never ready
             status = run.finish(timeout=30)
         finally:
             rep.resume()

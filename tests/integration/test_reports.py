@@ -94,9 +94,9 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     assert out.count("kafka-mirror: 2 verified runs") == 1
     result.stdout.fnmatch_lines([
         "*kafka-mirror: 2 verified runs*",
-        "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * rate",
+        "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * rate * discovery",
         "    test_steady.py::test_live * 600 * 0 * 0 * 0 *",  # sorted by node id, whoever finished first
-        "    test_steady.py::test_recorded * 200 * 0 * 3 * 0 * 10 ms * 20 ms * 30 ms * 500.0 msg/s",
+        "    test_steady.py::test_recorded * 200 * 0 * 3 * 0 * 10 ms * 20 ms * 30 ms * 500.0 msg/s *",
         "reports: *",
         "saved: *0001_*.json",
         f"metrics: http://127.0.0.1:{port}/metrics",
