@@ -181,10 +181,11 @@ class ProducerGroup:
                      for i in range(n)]
         behind = [m for m in manifests if m.stats.get("rate_warning")]
         if behind:
+            lags = ", ".join(f"{m.stats.get('max_lag_s')} s" for m in behind)
             warnings.warn(
                 PytestKafkaMirrorWarning(
                     f"{len(behind)} of {n} producer processes could not keep to their share of the rate "
-                    f"(records behind schedule: {', '.join(str(m.stats.get('max_behind_schedule')) for m in behind)}). "
+                    f"(largest lag behind the schedule: {lags}). "
                     "Lower the rate, use fewer/larger messages, or more processes if cores are free."
                 ),
                 stacklevel=2,

@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
 from pytest_kafka_mirror.producer import MirrorProducer, ProducerError, RateProfile, TopicLanes, _merge
 from pytest_kafka_mirror.records import Kind, decode
 
@@ -154,13 +153,15 @@ def test_out_of_order_delivery_reports_still_give_merged_ranges() -> None:
     assert m.lanes[0].acked == [[0, 99]]
 
 
-def test_warns_once_when_the_rate_cannot_be_reached() -> None:
-    client = FakeClient({}, delay=0.01, slow_calls=40)  # a 0.4 s stall, then full speed
-    with pytest.warns(PytestKafkaMirrorWarning, match=r"cannot reach 4000 msg/s per topic") as rec:
-        m = _producer(client).run([TopicLanes("a", 1)], rate=4000, count=2000)
-    assert len([w for w in rec if issubclass(w.category, PytestKafkaMirrorWarning)]) == 1
-    assert m.stats["rate_warning"] is True
+def test_a_stall_it_catches_up_from_is_not_a_rate_warning() -> None:
+    # A 0.4 s stall, then full speed: the lag is reported in the stats, but the producer
+    # is not "unable to reach" the rate (issue 13; the warning's rule is tested on a
+    # virtual clock in test_producer_lag.py).
+    client = FakeClient({}, delay=0.01, slow_calls=40)
+    m = _producer(client).run([TopicLanes("a", 1)], rate=4000, count=2000)
+    assert m.stats["rate_warning"] is False
     assert m.stats["max_behind_schedule"] > 1000
+    assert m.stats["max_lag_s"] >= 0.3
     assert len(client.calls) == 2000
 
 
