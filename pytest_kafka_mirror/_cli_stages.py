@@ -120,9 +120,15 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     if args.duration is None and args.count is None:
         print("kafka-mirror produce: give --duration SECONDS or --count RECORDS (per topic)", file=sys.stderr)
         return 2
+    need = config.min_message_size(args.format)
+    if args.message_size < need:
+        print(f"kafka-mirror produce: --message-size {args.message_size} cannot hold a record of the {args.format} "
+              f"format: its metadata takes {need} B; give --message-size {need} or more", file=sys.stderr)
+        return 2
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    source = BootstrapCluster("source", args.bootstrap, connect_timeout=args.connect_timeout)
+    source = BootstrapCluster("source", args.bootstrap, connect_timeout=args.connect_timeout,
+                              given_by="--bootstrap (HOST:PORT[,...])")
     try:
         source.start()
         topics = []
@@ -219,7 +225,8 @@ def add_stage_commands(sub: Any) -> None:
 
     p = sub.add_parser("produce", help="produce test records to a source cluster; writes manifests to a run directory",
                        description="Produce sequence-numbered test records and write the manifests (what the "
-                                   "source acknowledged) into RUN_DIR, for `kafka-mirror capture` and `verify`.")
+                                   "source acknowledged) into RUN_DIR, for 'kafka-mirror capture' and "
+                                   "'kafka-mirror verify'.")
     p.add_argument("--bootstrap", required=True, metavar="HOST:PORT[,...]", help="source cluster")
     p.add_argument("--topics", required=True, type=_topics, metavar="TOPIC[,...]", help="source topics")
     p.add_argument("--run-dir", required=True, metavar="DIR", help="the run directory (shared with capture / verify)")
@@ -248,7 +255,7 @@ def add_stage_commands(sub: Any) -> None:
 
     c = sub.add_parser("capture", help="capture the target topics into a run directory until the producers are done",
                        description="Read the target topics into Parquet segments in RUN_DIR; stop once --producers "
-                                   "`kafka-mirror produce` commands finished and every acknowledged record arrived, "
+                                   "'kafka-mirror produce' commands finished and every acknowledged record arrived, "
                                    "or nothing arrived for --drain-timeout seconds.")
     c.add_argument("--bootstrap", required=True, metavar="HOST:PORT[,...]", help="target cluster")
     c.add_argument("--run-dir", required=True, metavar="DIR", help="the run directory (shared with produce / verify)")
@@ -258,7 +265,7 @@ def add_stage_commands(sub: Any) -> None:
     c.add_argument("--topics-map", type=parse_topics_map, metavar="SRC=TGT[,...]",
                    help="source topic = target topic pairs (instead of --topics / --naming)")
     c.add_argument("--producers", type=_positive_int, default=1, metavar="N",
-                   help="`kafka-mirror produce` commands to wait for. Default: %(default)r")
+                   help="'kafka-mirror produce' commands to wait for. Default: %(default)r")
     c.add_argument("--processes", type=_positive_int, default=1, metavar="N",
                    help="capture processes, each reading the partitions P with P %% N == its number. "
                         "Default: %(default)r")

@@ -255,6 +255,7 @@ class _CaptureProcess:
     def __init__(self, args: argparse.Namespace) -> None:
         from confluent_kafka import Consumer
 
+        from ._kafkalog import with_logger
         from .verify.job import DEFAULT_BOUNDS
 
         self.args = args
@@ -263,11 +264,11 @@ class _CaptureProcess:
         self.mapping: dict[str, str] = json.loads(args.topics)  # target -> source
         self.manifest_dir = Path(args.manifest_dir) if args.manifest_dir else self.run_dir
         self.stopping = False
-        self.consumer = Consumer({
+        self.consumer = Consumer(with_logger({
             "bootstrap.servers": args.bootstrap,
             "group.id": f"kafka-mirror-capture-{os.getpid()}",  # never joined: assign() only
             **CONSUMER_CONFIG,
-        })
+        }))
         prefix = "part" if self.groups <= 1 else f"part-g{self.group}"
         self.writer = _Writer(self.run_dir / CAPTURE_DIR, prefix)
         # Offsets must follow each other: a broker showing a later record first (Tansu,
@@ -582,7 +583,11 @@ def main(argv: list[str] | None = None) -> int:
                          "(produced-*.json); 0: wait for the produce-done file")
     ap.add_argument("--group", type=int, default=0, help="this process's partition group")
     ap.add_argument("--groups", type=int, default=1, help="capture processes: partition P goes to group P %% GROUPS")
-    return _run(ap.parse_args(argv))
+    args = ap.parse_args(argv)
+    from ._kafkalog import log_to
+
+    log_to(sys.stdout, "capture")  # librdkafka's messages into the log file, deduplicated
+    return _run(args)
 
 
 def merge_progress(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:

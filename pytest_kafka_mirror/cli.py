@@ -1,40 +1,73 @@
-"""``kafka-mirror``: the pipeline's stages outside pytest.
+"""``kafka-mirror``: the pipeline's stages outside pytest (``kafka-mirror --help`` shows
+:data:`DESCRIPTION`, plain text: argparse prints it as it is).
 
-    kafka-mirror produce --bootstrap B --topics T --rate R --duration S --run-dir DIR
-                                                           produce test records, write the manifests
-    kafka-mirror capture --bootstrap B --topics T [--naming P] --run-dir DIR
-                                                           capture the target until the producers are done
-    kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
-    kafka-mirror show REPORT.json                          print a stored report
-    kafka-mirror compare RUN_A RUN_B [--compare-fail EXPR]  compare two stored runs (B against baseline A)
-    kafka-mirror list                                      list the stored runs
-    kafka-mirror broker                                    run an embedded Tansu broker until Ctrl-C
-    kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
-    kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
-
-``produce``, ``capture`` and ``verify`` are the pipeline's stages, one command each, to run
-on separate hosts that share the run directory (see ``_cli_stages.py``).
-``verify`` exits 1 when the run broke at-least-once delivery or lane order, so it can
-gate a shell pipeline; ``--json`` writes the report where you want it.  ``compare`` needs
-no cluster and no Spark: it reads two stored runs (``--kafka-mirror-save`` /
-``--kafka-mirror-autosave``, or a session's ``REPORT_DIR/session.json``) and exits 1 when
-a ``--compare-fail`` check finds a regression, with the same checks and messages as the
-plugin's ``--kafka-mirror-compare-fail``.
+``produce`` and ``capture`` live in ``_cli_stages.py``.  Every error is one line on
+stderr and an exit status (:data:`DESCRIPTION` lists them), never a traceback: a command
+raises :class:`CliError` for bad input, and :func:`main` turns any other exception into
+one line as well (``-v`` re-raises it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from .config import LIST, OPTIONS_BY_NAME, Option
 
-__all__ = ["main"]
+__all__ = ["CliError", "main"]
+
+DESCRIPTION = """\
+The pipeline's stages outside pytest.
+
+  kafka-mirror produce --bootstrap B --topics T --rate R --duration S --run-dir DIR
+                                                         produce test records, write the manifests
+  kafka-mirror capture --bootstrap B --topics T [--naming P] --run-dir DIR
+                                                         capture the target until the producers are done
+  kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
+  kafka-mirror show REPORT.json                          print a verifier report
+  kafka-mirror compare RUN_A RUN_B [--compare-fail EXPR] compare two stored runs (B against baseline A)
+  kafka-mirror list                                      list the stored runs
+  kafka-mirror broker                                    run an embedded Tansu broker until Ctrl-C
+  kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
+  kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
+
+produce, capture and verify are the pipeline's stages, one command each, to run on
+separate hosts that share the run directory.  compare needs no cluster and no Spark: it
+reads two stored runs (saved by pytest --kafka-mirror-save or --kafka-mirror-autosave, or
+a session's REPORT_DIR/session.json), with the same checks and messages as pytest's
+--kafka-mirror-compare-fail.
+
+Exit status: 0 success; 1 failure (verify: a mismatch such as lost records; compare: a
+regression; capture: the capture failed); 2 bad input (arguments, files, an unreachable
+cluster); 3 an unexpected error (-v shows its traceback); 130 interrupted.
+"""
+
+#: Help of the plugin's options where the command line means something else than pytest.
+_CLI_HELP = {
+    "compare-fail": "Exit 1 when a figure of RUN_B regressed against RUN_A: FIGURE:N% (relative) or FIGURE:N "
+                    "(absolute), e.g. latency_p99:10% or missing:0. Repeatable.",
+    "storage": "Directory of stored runs (relative to the current directory); also file://PATH.",
+}
+
+#: What ``kafka-mirror show`` reads, for its error messages.
+SHOW_ACCEPTS = ("show accepts a verifier report: RUN_DIR/report.json (or RUN_DIR itself) or a test's "
+                "REPORT_DIR/<test>.json")
+
+#: Exit statuses (see DESCRIPTION).
+EXIT_BAD_INPUT, EXIT_UNEXPECTED, EXIT_INTERRUPTED = 2, 3, 130
+
+
+class CliError(Exception):
+    """Bad input to a command: :func:`main` prints the message as one line and exits 2."""
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
@@ -69,10 +102,54 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_show(args: argparse.Namespace) -> int:
+def _what_is(data: Any) -> str | None:
+    """What a JSON document other than a verifier report is, for ``show``'s message."""
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not an object"
+    if "results" in data and "datetime" in data:
+        return ("a stored run (the results of a pytest session); compare two with 'kafka-mirror compare RUN_A "
+                "RUN_B', list them with 'kafka-mirror list'")
+    if "producer_id" in data and "lanes" in data:
+        return "a producer manifest (what the source acknowledged); 'kafka-mirror verify RUN_DIR' verifies its run"
+    if "entries" in data and "reset" in data:
+        return "a failover report (translated consumer offsets); its figures are under \"figures\""
+    if "reason" in data and "records" in data:
+        return "the capture's status file"
+    if "run_dir" not in data or "expected" not in data:
+        return "JSON, but not a verifier report (no run_dir and expected figures)"
+    return None
+
+
+def _load_report(arg: str) -> Any:
+    """The MirrorReport ``arg`` names; CliError says what the file is instead."""
+    from .rundir import REPORT_FILE
     from .verify import MirrorReport
 
-    report = MirrorReport.load(args.report)
+    path = Path(arg)
+    if path.is_dir():
+        if not (path / REPORT_FILE).is_file():
+            raise CliError(f"{path} is a directory without {REPORT_FILE} (not a verified run directory; "
+                           f"'kafka-mirror verify {path}' writes one); {SHOW_ACCEPTS}")
+        path = path / REPORT_FILE
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CliError(f"{path}: no such file; {SHOW_ACCEPTS}") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise CliError(f"{path} is not JSON ({exc}); {SHOW_ACCEPTS}") from None
+    what = _what_is(data)
+    if what is not None:
+        raise CliError(f"{path} is {what}; {SHOW_ACCEPTS}")
+    try:
+        return MirrorReport.from_dict(data)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise CliError(f"{path} looks like a verifier report but cannot be read: {exc}") from None
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    report = _load_report(args.report)
     if args.raw:
         print(json.dumps(report.to_dict(), indent=1))
     else:
@@ -114,7 +191,8 @@ def _cmd_list(args: argparse.Namespace) -> int:
         for path in runs:
             try:
                 data = load_run(path)
-                print(f"  {run_label(data, path.name)}: {len(data['results'])} verified runs")
+                n = len(data["results"])
+                print(f"  {run_label(data, path.name)}: {n} verified run{'' if n == 1 else 's'}")
             except StorageError as exc:
                 print(f"  {path.name}: unreadable ({exc})")
     if not found:
@@ -172,7 +250,11 @@ def _cmd_containers(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="kafka-mirror", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="kafka-mirror", description=DESCRIPTION,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-v", "--verbose", action="store_true",
+                    help="show the Kafka clients' own log messages (deduplicated) on stderr, and the traceback of "
+                         "an unexpected error")
     sub = ap.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="verify a run directory (manifests + capture) with Spark")
     v.add_argument("run_dir")
@@ -198,8 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list the stored runs")
     _add_option(ls, "--storage", OPTIONS_BY_NAME["storage"])
     ls.set_defaults(func=_cmd_list)
-    s = sub.add_parser("show", help="print a stored report")
-    s.add_argument("report")
+    s = sub.add_parser("show", help="print a verifier report")
+    s.add_argument("report", metavar="REPORT",
+                   help="RUN_DIR/report.json (or RUN_DIR) or a test's REPORT_DIR/<test>.json")
     s.add_argument("--raw", action="store_true", help="print the whole JSON")
     s.set_defaults(func=_cmd_show)
     b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port")
@@ -227,7 +310,7 @@ def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None
     A repeatable option appends; otherwise the environment variable (KAFKA_MIRROR_*) gives
     the default, as it does for the plugin.
     """
-    help = opt.help.replace("%", "%%")  # argparse %-formats help
+    help = _CLI_HELP.get(opt.name, opt.help).replace("%", "%%")  # argparse %-formats help
     if opt.kind == LIST:
         parser.add_argument(flag, type=opt.argparse_type, metavar=opt.metavar, action="append", default=[], help=help)
         return
@@ -236,12 +319,53 @@ def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None
                         help=f"{help} Also env {opt.env}. Default: %(default)r")
 
 
+@contextlib.contextmanager
+def _kafka_messages(verbose: bool) -> Iterator[None]:
+    """librdkafka's messages (``_kafkalog``): on stderr with ``-v``, else nowhere, so an
+    error stays one line.  Restored afterwards (tests call :func:`main` in-process)."""
+    from ._kafkalog import LOGGER_NAME
+
+    logger = logging.getLogger(LOGGER_NAME)
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    handler: logging.Handler
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("kafka-mirror: kafka: %(message)s"))
+        logger.setLevel(logging.INFO)
+    else:
+        handler = logging.NullHandler()
+    logger.handlers, logger.propagate = [handler], False
+    try:
+        yield
+    finally:
+        logger.handlers, logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    where = f"kafka-mirror {args.command}"
     if getattr(args, "remove", False) and not (args.run or args.all):
-        print("kafka-mirror containers --remove needs --run ID or --all", file=sys.stderr)
-        return 2
-    return int(args.func(args))
+        print(f"{where} --remove needs --run ID or --all", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    with _kafka_messages(args.verbose):
+        try:
+            return int(args.func(args))
+        except CliError as exc:
+            print(f"{where}: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            print(f"{where}: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except Exception as exc:
+            if args.verbose:
+                raise
+            print(f"{where}: unexpected error: {type(exc).__name__}: {_one_line(exc)} (-v shows the traceback)",
+                  file=sys.stderr)
+            return EXIT_UNEXPECTED
 
 
 if __name__ == "__main__":

@@ -19,10 +19,10 @@ from typing import Any
 from .clusters import ClusterSpec, parse_cluster_spec
 from .compare import RegressionCheck, parse_compare_fail
 from .metrics import ListenAddress, parse_listen_address, parse_pushgateway
-from .records import FORMATS
+from .records import FORMATS, metadata_size
 from .replicators import NamingPolicy, ReplicatorSpec, parse_naming, parse_replicator_spec
 
-__all__ = ["OPTIONS", "Option", "Settings", "SettingsError", "resolve_settings"]
+__all__ = ["OPTIONS", "Option", "Settings", "SettingsError", "min_message_size", "resolve_settings"]
 
 
 class SettingsError(ValueError):
@@ -63,6 +63,37 @@ def _format(text: str) -> str:
     if text not in FORMATS:
         raise ValueError(f"{text!r} is not a record format; accepted: {' | '.join(FORMATS)}")
     return text
+
+
+#: The shape of the producer ids ``producer.new_producer_id()`` makes: "p" and 7 hex digits.
+_GENERATED_PRODUCER_ID = "p0000000"
+
+
+def min_message_size(fmt: str) -> int:
+    """The smallest message size a record of ``fmt`` fits in: its metadata (key, producer
+    id, lane, sequence, timestamp, checksum) with a generated producer id and under 11
+    lanes.  More lanes or a longer producer id need a few bytes more; the producer checks
+    those when it knows them."""
+    return metadata_size(fmt, _GENERATED_PRODUCER_ID, 1)
+
+
+def _check_message_size(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """The message size against the format's metadata: the two may come from different
+    sources (a format given by flag, a size from the ini file), so the pair is checked once
+    both are known, before anything starts."""
+    fmt, size = values["kafka_mirror_format"], values["kafka_mirror_message_size"]
+    need = min_message_size(fmt)
+    if size >= need:
+        return
+    size_from = sources["message-size"]
+    fmt_from = sources["format"]
+    raise SettingsError(
+        f"{size_from}: message size {size} B cannot hold a record of the {fmt} format"
+        + ("" if fmt_from == "default" else f" (from {fmt_from})")
+        + f": its metadata (key, producer id, lane, sequence, timestamp, checksum) takes {need} B; "
+        f"give a message size of at least {need}"
+        + (" or the body format (smaller metadata)" if fmt == "headers" else "")
+    )
 
 
 def _topic_prefix(text: str) -> str:
@@ -393,6 +424,8 @@ def resolve_settings(
                 break
         else:
             values[opt.dest], sources[opt.name] = opt.unset(), "default"
+
+    _check_message_size(values, sources)
 
     def under_root(text: str) -> Path:
         path = Path(text)

@@ -68,7 +68,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .verify.failover_report import MAX_SHOWN, when
+from .verify.failover_report import MAX_SHOWN, check_ok_limits, when
 from .verify.failover_report import FailoverEntry as _BaseEntry
 from .verify.failover_report import FailoverReport as _BaseReport
 from .verify.report import format_table
@@ -124,15 +124,17 @@ class _TargetReader:
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
+        from ._kafkalog import with_logger
+
         self.settings = settings
         self.groups = list(groups)
         self.emitter = emitter.encode() if emitter else None
-        self.admin = AdminClient({"bootstrap.servers": bootstrap})
-        self.consumer = Consumer({
+        self.admin = AdminClient(with_logger({"bootstrap.servers": bootstrap}))
+        self.consumer = Consumer(with_logger({
             "bootstrap.servers": bootstrap, "group.id": "kafka-mirror-failover-reader", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "enable.partition.eof": True, "fetch.wait.max.ms": 10,
             "fetch.queue.backoff.ms": 1,
-        })
+        }))
         self.state = TargetState()
         self.assigned: set[str] = set()
         self.eof: dict[str, bool] = {}
@@ -413,14 +415,15 @@ def read_offset_syncs(bootstrap: str, topic: str, *, quiet: float = 0.5,
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
+    from ._kafkalog import with_logger
     from .mm2_records import OffsetSync, RecordFormatError
 
-    topics = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10).topics
+    topics = AdminClient(with_logger({"bootstrap.servers": bootstrap})).list_topics(timeout=10).topics
     if topic not in topics or topics[topic].error is not None:
         return None, True
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kafka-mirror-failover-syncs",
-                         "enable.auto.commit": False, "enable.partition.eof": True, "fetch.wait.max.ms": 10,
-                         "fetch.queue.backoff.ms": 1})
+    consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": "kafka-mirror-failover-syncs",
+                                     "enable.auto.commit": False, "enable.partition.eof": True,
+                                     "fetch.wait.max.ms": 10, "fetch.queue.backoff.ms": 1}))
     out: list[SeenSync] = []
     t0 = time.monotonic()
     heard: float | None = None  # the last message or end-of-partition event: the broker answers
@@ -586,6 +589,7 @@ class FailoverReport(_BaseReport):
         (``as_syncs_allow``; default: when the syncs were read), and the given limits (re-reads
         per group and partition, staleness, heartbeat lag); all failures together."""
         __tracebackhide__ = True
+        check_ok_limits(max_rereads, max_seconds_behind, max_records_behind, max_heartbeat_lag_ms)
         checks = [self._check_loss(), self._check_within_log(), self._check_monotonic(), self._check_translated()]
         if as_syncs_allow or (as_syncs_allow is None and "offset syncs" not in self.not_run):
             checks.append(self._check_syncs(None, required=bool(as_syncs_allow)))

@@ -426,8 +426,10 @@ class MirrorProducer:
         """The client, and the seconds its warm-up record took (None without a warm-up topic)."""
         from confluent_kafka import KafkaException, Producer
 
+        from ._kafkalog import with_logger
+
         try:
-            producer = (self.client_factory or Producer)(self.config)
+            producer = (self.client_factory or Producer)(with_logger(self.config))
         except KafkaException as exc:
             raise ProducerError(f"cannot create a producer for {self.bootstrap_servers}: {exc}") from None
         return producer, (self._warm_up(producer, warmup_topic) if warmup_topic else None)

@@ -293,6 +293,9 @@ def _worker(work_dir: Path, index: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     work_dir, index = Path(args[0]), int(args[1])
+    from ._kafkalog import log_to
+
+    log_to(sys.stdout, f"producer-{index}")
     try:
         with warnings.catch_warnings():
             # The controller reports a process that fell behind once for all of them.

@@ -174,11 +174,13 @@ class _Reader:
     def __init__(self, spec: Witness, group: str, partitions: dict[str, list[int]], bootstrap: str) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
+        from ._kafkalog import with_logger
+
         self.spec = spec
         self.log = WitnessLog(spec.name, group, partitions)
         self.pending = list(spec.at)
         self.position = {(t, p): 0 for t, parts in partitions.items() for p in parts}
-        self.consumer = Consumer({
+        self.consumer = Consumer(with_logger({
             "bootstrap.servers": bootstrap,
             "group.id": group,  # never joined: offsets are committed for the group without members
             "enable.auto.commit": False,
@@ -186,7 +188,7 @@ class _Reader:
             "fetch.queue.backoff.ms": 1,
             "fetch.wait.max.ms": 10,
             "fetch.error.backoff.ms": 10,
-        })
+        }))
         # Several producers on one source partition can make a broker show a later record
         # first (Tansu): the witness must not skip one it then counts as unconsumed.
         self.gaps = GapGuard(self.consumer)

@@ -78,7 +78,8 @@ def parse_cluster_spec(text: str) -> ClusterSpec:
 class BackendOptions:
     """Settings a backend may use; the defaults suit a use outside pytest."""
 
-    startup_timeout: float | None = None  # None: the backend's own default (tansu 20 s, JVM brokers 120 s)
+    #: None: the backend's own default (tansu 20 s, JVM brokers 120 s, bootstrap 10 s to answer)
+    startup_timeout: float | None = None
     kafka_home: str = ""  # for a bare ``kafka-home`` spec
 
 
@@ -95,7 +96,8 @@ def _tansu(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> 
 def _bootstrap(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
     from .bootstrap import BootstrapCluster
 
-    return BootstrapCluster(name, spec.arg)
+    # --kafka-mirror-startup-timeout applies to every backend: here, how long the cluster may take to answer
+    return BootstrapCluster(name, spec.arg, connect_timeout=_timeout(opts, 10.0))
 
 
 def _container(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:

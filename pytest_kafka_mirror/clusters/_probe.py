@@ -26,7 +26,9 @@ _OLD_TS = 1_000_000  # 1970-01-01T00:16:40Z: a LogAppendTime broker replaces it
 def _consumer(cluster: KafkaAdminMixin, **extra: Any) -> Any:
     from confluent_kafka import Consumer
 
-    return Consumer({
+    from .._kafkalog import with_logger
+
+    return Consumer(with_logger({
         **cluster.client_config(),
         "group.id": f"kafka-mirror-probe-{uuid.uuid4().hex[:8]}",
         "enable.auto.commit": False,
@@ -34,7 +36,7 @@ def _consumer(cluster: KafkaAdminMixin, **extra: Any) -> Any:
         "fetch.wait.max.ms": 10,
         "auto.offset.reset": "earliest",
         **extra,
-    })
+    }))
 
 
 def _read(
@@ -66,7 +68,9 @@ def _read(
 def _produce(cluster: KafkaAdminMixin, topic: str, values: list[bytes], **kw: Any) -> None:
     from confluent_kafka import Producer
 
-    p = Producer({**cluster.client_config(), "linger.ms": 0})
+    from .._kafkalog import with_logger
+
+    p = Producer(with_logger({**cluster.client_config(), "linger.ms": 0}))
     for v in values:
         p.produce(topic, v, partition=0, **kw)
     if p.flush(10):
@@ -105,7 +109,10 @@ def _log_append_time(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
 def _transactions(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
     from confluent_kafka import Producer
 
-    p = Producer({**cluster.client_config(), "transactional.id": f"kafka-mirror-probe-{uuid.uuid4().hex[:8]}"})
+    from .._kafkalog import with_logger
+
+    p = Producer(with_logger({**cluster.client_config(),
+                              "transactional.id": f"kafka-mirror-probe-{uuid.uuid4().hex[:8]}"}))
     p.init_transactions(15)
     p.begin_transaction()
     p.produce(topic, b"aborted", partition=0)

@@ -167,19 +167,29 @@ class KafkaAdminMixin:
         return {"bootstrap.servers": self.bootstrap_servers}
 
     def admin(self) -> AdminClient:
+        from .. import _kafkalog
+
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient({**self.client_config(), "socket.connection.setup.timeout.ms": 5000})
+            self._admin = AdminClient(
+                _kafkalog.with_logger({**self.client_config(), "socket.connection.setup.timeout.ms": 5000})
+            )
+        else:
+            _kafkalog.serve(self._admin)  # its librdkafka messages, deduplicated (see _kafkalog)
         return self._admin
 
     def ping(self, timeout: float = 5.0) -> int:
         """Number of brokers in the cluster metadata; raises ClusterError when unreachable."""
         from confluent_kafka import KafkaException
 
+        from .._kafkalog import serve
+
+        admin = self.admin()
         try:
-            md = self.admin().list_topics(timeout=timeout)
+            md = admin.list_topics(timeout=timeout)
         except KafkaException as exc:
+            serve(admin)  # log why (e.g. "Connection refused") once, before the admin client is dropped
             raise ClusterError(
                 f"{self.name}: no answer from bootstrap servers {self.bootstrap_servers} within {timeout:g} s "
                 f"({exc.args[0] if exc.args else exc})"

@@ -10,11 +10,14 @@ __all__ = ["BootstrapCluster"]
 class BootstrapCluster(KafkaAdminMixin):
     """A cluster someone else runs.  ``start()`` only checks it answers."""
 
-    def __init__(self, name: str, servers: str, *, connect_timeout: float = 10.0) -> None:
+    def __init__(self, name: str, servers: str, *, connect_timeout: float = 10.0, given_by: str | None = None) -> None:
         self.name = name
         self.spec = f"bootstrap:{servers}"
         self._servers = servers
+        #: how long ``start()`` waits for an answer (--kafka-mirror-startup-timeout when given)
         self.connect_timeout = connect_timeout
+        #: where the address came from, for the hint of a failed start
+        self.given_by = given_by or f"--kafka-mirror-{name.split('_')[0]} (bootstrap:HOST:PORT)"
 
     @property
     def bootstrap_servers(self) -> str:
@@ -25,8 +28,7 @@ class BootstrapCluster(KafkaAdminMixin):
             self.ping(timeout=self.connect_timeout)
         except ClusterError as exc:
             raise ClusterError(
-                f"{exc}. Hint: check the address given to --kafka-mirror-{self.name.split('_')[0]} "
-                "(bootstrap:HOST:PORT) and that the cluster is up."
+                f"{exc}. Hint: check the address given to {self.given_by} and that the cluster is up."
             ) from None
 
     def stop(self) -> None:

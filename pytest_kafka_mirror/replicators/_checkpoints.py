@@ -416,11 +416,13 @@ class CheckpointTask(threading.Thread):
         from confluent_kafka import Producer
         from confluent_kafka.admin import AdminClient
 
+        from .._kafkalog import with_logger
+
         s = self.settings
-        self.src_admin = AdminClient({"bootstrap.servers": self.source})
-        self.dst_admin = AdminClient({"bootstrap.servers": self.target})
-        self.dst_producer = Producer({"bootstrap.servers": self.target, "acks": "all", "linger.ms": 0})
-        self.src_producer = Producer({"bootstrap.servers": self.source, "acks": "all", "linger.ms": 0})
+        self.src_admin = AdminClient(with_logger({"bootstrap.servers": self.source}))
+        self.dst_admin = AdminClient(with_logger({"bootstrap.servers": self.target}))
+        self.dst_producer = Producer(with_logger({"bootstrap.servers": self.target, "acks": "all", "linger.ms": 0}))
+        self.src_producer = Producer(with_logger({"bootstrap.servers": self.source, "acks": "all", "linger.ms": 0}))
         now = time.monotonic()
         due = {"checkpoints": now + s.checkpoints_interval, "sync": now + s.sync_interval, "heartbeat": now}
         jobs: dict[str, tuple[bool, float, Callable[[], None]]] = {

@@ -34,7 +34,9 @@ def ensure_probe_topic(bootstrap: str, topic: str) -> None:
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000})
+    from .._kafkalog import with_logger
+
+    admin = AdminClient(with_logger({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000}))
     fs = admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)
     try:
         fs[topic].result(timeout=15)

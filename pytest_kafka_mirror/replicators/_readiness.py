@@ -146,6 +146,8 @@ def await_ready(
     """
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
+    from .._kafkalog import with_logger
+
     nonce = uuid.uuid4().hex[:12]
     started = time.time_ns() // 1000
     created = created_us or {}
@@ -153,13 +155,13 @@ def await_ready(
               for t, (target, n) in topics.items()}
     by_target = {r.target_topic: r for r in rounds.values()}
     try:
-        producer = Producer({"bootstrap.servers": source_bootstrap, "linger.ms": 0,
-                             "socket.connection.setup.timeout.ms": 5000})
-        consumer = Consumer({
+        producer = Producer(with_logger({"bootstrap.servers": source_bootstrap, "linger.ms": 0,
+                                         "socket.connection.setup.timeout.ms": 5000}))
+        consumer = Consumer(with_logger({
             "bootstrap.servers": target_bootstrap, "group.id": f"kafka-mirror-readiness-{nonce}",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "enable.partition.eof": False,
             "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 10, "socket.connection.setup.timeout.ms": 5000,
-        })
+        }))
     except KafkaException as exc:
         raise ReadinessError(f"cannot create the readiness clients: {exc}") from None
     assigned: dict[str, int] = {}

@@ -193,11 +193,13 @@ def read_status_topic(
     KafkaException when the cluster does not answer."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-    consumer = Consumer({
+    from .._kafkalog import with_logger
+
+    consumer = Consumer(with_logger({
         **config, "group.id": f"kafka-mirror-status-{time.time_ns()}", "enable.auto.commit": False,
         "enable.partition.eof": False, "allow.auto.create.topics": False,
         "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 10, "socket.connection.setup.timeout.ms": 5000,
-    })
+    }))
     try:
         meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .report import format_table, raise_mismatch
+from .report import COUNT, DURATION, LATENCY, check_limits, format_table, raise_mismatch
 
 __all__ = ["MAX_SHOWN", "FailoverEntry", "FailoverReport", "when"]
 
@@ -185,6 +185,7 @@ class FailoverReport:
         than ``offset.lag.max``: that is MM2's design, so bound those witnesses separately.
         """
         __tracebackhide__ = True
+        check_limits("assert_rereads_at_most", COUNT, limit=limit)
         self._raise([self._check_rereads(limit, witnesses)])
 
     def assert_within_log(self) -> None:
@@ -208,12 +209,15 @@ class FailoverReport:
         ``max_seconds`` behind each group; over the run, no commit waited more than
         ``max_delay_s`` for its first checkpoint."""
         __tracebackhide__ = True
+        check_limits("assert_checkpoints_fresh", DURATION, max_seconds=max_seconds, max_delay_s=max_delay_s)
+        check_limits("assert_checkpoints_fresh", COUNT, max_records=max_records)
         self._raise([self._check_fresh(max_seconds, max_records, max_delay_s)])
 
     def assert_heartbeats(self, *, max_lag_ms: float, max_gap_ms: float | None = None) -> None:
         """The newest replicated heartbeat is at most ``max_lag_ms`` old at failover (and no
         gap between two exceeds ``max_gap_ms``)."""
         __tracebackhide__ = True
+        check_limits("assert_heartbeats", LATENCY, max_lag_ms=max_lag_ms, max_gap_ms=max_gap_ms)
         self._raise([self._check_heartbeats(max_lag_ms, max_gap_ms)])
 
     def assert_ok(self, *, max_rereads: int | None = None, max_seconds_behind: float | None = None,
@@ -221,6 +225,7 @@ class FailoverReport:
         """No loss, within the log, monotonic, translated, and the given limits (re-reads per
         group and partition, staleness, heartbeat lag); all failures together."""
         __tracebackhide__ = True
+        check_ok_limits(max_rereads, max_seconds_behind, max_records_behind, max_heartbeat_lag_ms)
         checks = [self._check_loss(), self._check_within_log(), self._check_monotonic(), self._check_translated()]
         if max_rereads is not None:
             checks.append(self._check_rereads(max_rereads))
@@ -357,6 +362,15 @@ class FailoverReport:
         if not why:
             return None
         return "heartbeats: " + "; ".join(why) + f" ({hb.get('count', 0)} heartbeats during the run)"
+
+
+def check_ok_limits(max_rereads: int | None, max_seconds_behind: float | None, max_records_behind: int | None,
+                    max_heartbeat_lag_ms: float | None) -> None:
+    """The limits of a failover report's ``assert_ok`` (see :func:`.report.check_limits`)."""
+    __tracebackhide__ = True
+    check_limits("assert_ok", COUNT, max_rereads=max_rereads, max_records_behind=max_records_behind)
+    check_limits("assert_ok", DURATION, max_seconds_behind=max_seconds_behind)
+    check_limits("assert_ok", LATENCY, max_heartbeat_lag_ms=max_heartbeat_lag_ms)
 
 
 def when(epoch: float) -> str:

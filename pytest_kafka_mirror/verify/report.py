@@ -43,6 +43,8 @@ nearest-rank values (the value at rank ``ceil(q * count)``).
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -86,6 +88,32 @@ class MirrorMismatchError(AssertionError):
 
     An ``AssertionError`` so pytest reports it as a test failure, not an error.
     """
+
+
+#: Kinds of assertion limits: what each accepts, for :func:`check_limits`.
+COUNT, DURATION, LATENCY = "count", "duration", "latency"
+_ACCEPTED = {
+    COUNT: "a whole number >= 0",
+    DURATION: "a number of seconds >= 0",
+    LATENCY: "a number of milliseconds > 0",
+}
+
+
+def check_limits(method: str, kind: str, **limits: Any) -> None:
+    """Raise ValueError naming the argument unless each of ``limits`` is None (no limit)
+    or a limit of ``kind``: checked when an assertion is called, so a typo such as
+    ``p99_ms=-1`` fails there and then, not as a breach found after the run."""
+    __tracebackhide__ = True
+    for name, value in limits.items():
+        if value is None:
+            continue
+        if kind == COUNT:
+            ok = isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 0
+        else:
+            ok = (isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+                  and (value > 0 if kind == LATENCY else value >= 0))
+        if not ok:
+            raise ValueError(f"{method}({name}={value!r}): {name} must be {_ACCEPTED[kind]}, or None for no limit")
 
 
 def raise_mismatch(head: Callable[[], str], problems: Sequence[str | None]) -> None:
@@ -415,6 +443,8 @@ class MirrorReport:
     def assert_recovers_within(self, seconds: float, *, p99_ms: float, after: float | None = None) -> None:
         """Every fault episode recovered (see :meth:`recovery`) within ``seconds``."""
         __tracebackhide__ = True
+        check_limits("assert_recovers_within", DURATION, seconds=seconds, after=after)
+        check_limits("assert_recovers_within", LATENCY, p99_ms=p99_ms)
         episodes = self.recovery(p99_ms, after=after)
         if not episodes:
             raise MirrorMismatchError(
@@ -492,11 +522,13 @@ class MirrorReport:
     def assert_in_order(self, max_reordered: int = 0) -> None:
         """At most ``max_reordered`` records arrived behind a higher sequence of their lane."""
         __tracebackhide__ = True
+        check_limits("assert_in_order", COUNT, max_reordered=max_reordered)
         self._raise([self._check_order(max_reordered)])
 
     def assert_no_duplicates(self, max_duplicated: int = 0) -> None:
         """At most ``max_duplicated`` extra copies arrived (exactly-once when 0)."""
         __tracebackhide__ = True
+        check_limits("assert_no_duplicates", COUNT, max_duplicated=max_duplicated)
         self._raise([self._check_duplicates(max_duplicated)])
 
     def assert_no_phantoms(self) -> None:
@@ -529,7 +561,9 @@ class MirrorReport:
                        max_ms: float | None = None) -> None:
         """Each given latency figure (ms, first arrival of each record) is at most its limit."""
         __tracebackhide__ = True
-        self._raise([self._check_latency(p50_ms=p50_ms, p90_ms=p90_ms, p99_ms=p99_ms, p999_ms=p999_ms, max_ms=max_ms)])
+        limits = {"p50_ms": p50_ms, "p90_ms": p90_ms, "p99_ms": p99_ms, "p999_ms": p999_ms, "max_ms": max_ms}
+        check_limits("assert_latency", LATENCY, **limits)
+        self._raise([], latency=limits)
 
     def assert_ok(self, *, allow_duplicates: bool = False, max_reordered: int = 0, allow_phantoms: bool = False,
                   allow_headers_lost: bool = False, allow_foreign: bool = False, allow_lane_split: bool = False,
@@ -542,6 +576,9 @@ class MirrorReport:
         ``allow_source_loss=True``: see :meth:`assert_no_loss`).
         """
         __tracebackhide__ = True
+        check_limits("assert_ok", COUNT, max_reordered=max_reordered)
+        limits = {"p50_ms": p50_ms, "p90_ms": p90_ms, "p99_ms": p99_ms, "p999_ms": p999_ms, "max_ms": max_ms}
+        check_limits("assert_ok", LATENCY, **limits)
         checks = [self._check_loss(allow_source_loss), self._check_corruption()]
         if not allow_duplicates:
             checks.append(self._check_duplicates(0))
@@ -554,19 +591,29 @@ class MirrorReport:
             checks.append(self._check_foreign())
         if not allow_lane_split:
             checks.append(self._check_lane_split())
-        checks.append(self._check_latency(p50_ms=p50_ms, p90_ms=p90_ms, p99_ms=p99_ms, p999_ms=p999_ms, max_ms=max_ms))
-        self._raise(checks)
+        self._raise(checks, latency=limits)
 
     # -- message building ----------------------------------------------------------------
 
-    def _raise(self, problems: Sequence[str | None]) -> None:
+    def _raise(self, problems: Sequence[str | None], latency: dict[str, float | None] | None = None) -> None:
+        """Raise when any of ``problems`` (or a ``latency`` limit) failed.  When only latency
+        limits failed, the breach heads the message ("mirror mismatch ... expected 1200,
+        received 1200" would point at the records); the totals follow on the next line."""
         __tracebackhide__ = True
-        raise_mismatch(self._head, problems)
+        breaches = self._latency_breaches(latency or {})
+        if breaches and not any(problems):
+            raise_mismatch(lambda: self._latency_head(breaches), [self._check_latency(breaches)])
+        raise_mismatch(self._head, [*problems, self._check_latency(breaches)])
 
     def _head(self) -> str:
         head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
         reason = self.capture.get("reason")
         return head + (f"\ncapture ended: {reason}" if reason else "")
+
+    def _latency_head(self, breaches: list[tuple[str, str]]) -> str:
+        head = f"latency over the limit in {self.run_dir}: {'; '.join(short for short, _ in breaches)}"
+        reason = self.capture.get("reason")
+        return head + f"\nrecords: {self._totals_line()}" + (f"\ncapture ended: {reason}" if reason else "")
 
     def _totals_line(self) -> str:
         rest = [f"{name.replace('_', ' ')} {getattr(self, name)}" for name in TOTAL_FIELDS[3:] if getattr(self, name)]
@@ -722,23 +769,28 @@ class MirrorReport:
         ]
         return "\n".join(lines + self._examples("lane_split"))
 
-    def _check_latency(self, **limits: float | None) -> str | None:
-        failures = []
+    def _latency_breaches(self, limits: dict[str, float | None]) -> list[tuple[str, str]]:
+        """``(short, full)`` description of each latency limit the run breached."""
+        breaches = []
         for name, limit in limits.items():
             if limit is None:
                 continue
             figure = _FIGURE_LABELS[name]
             value = getattr(self.latency, name)
             if value is None:
-                failures.append(f"latency {figure}: no record arrived, limit {_ms(limit)}")
+                full = f"latency {figure}: no record arrived, limit {_ms(limit)}"
+                breaches.append((f"{figure}: no record arrived (limit {_ms(limit)})", full))
             elif value > limit:
                 by_topic = ", ".join(
                     f"{topic} {_ms(getattr(stats, name))}" for topic, stats in sorted(self.latency_by_topic.items())
                 )
-                failures.append(
-                    f"latency {figure} {_ms(value)} exceeds the limit {_ms(limit)}"
-                    + (f" (by topic: {by_topic})" if by_topic else "")
-                )
+                full = (f"latency {figure} {_ms(value)} exceeds the limit {_ms(limit)}"
+                        + (f" (by topic: {by_topic})" if by_topic else ""))
+                breaches.append((f"{figure} {_ms(value)} (limit {_ms(limit)})", full))
+        return breaches
+
+    def _check_latency(self, breaches: list[tuple[str, str]]) -> str | None:
+        failures = [full for _, full in breaches]
         if not failures:
             return None
         lat = self.latency

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kafka_mirror.clusters import ClusterSpec, parse_cluster_spec
-from pytest_kafka_mirror.config import OPTIONS_BY_NAME, SettingsError, resolve_settings
+from pytest_kafka_mirror.config import OPTIONS_BY_NAME, SettingsError, min_message_size, resolve_settings
 from pytest_kafka_mirror.replicators import parse_naming
 
 
@@ -75,3 +75,37 @@ def test_naming_policies() -> None:
 def test_option_names_follow_the_convention() -> None:
     o = OPTIONS_BY_NAME["drain-timeout"]
     assert (o.flag, o.ini, o.env) == ("--kafka-mirror-drain-timeout", "kafka_mirror_drain_timeout", "KAFKA_MIRROR_DRAIN_TIMEOUT")
+
+
+# -- the message size against the format (issue 13): checked before anything starts --------
+
+
+@pytest.mark.parametrize(
+    "cli,ini,env,message",
+    [
+        ({"kafka_mirror_message_size": 10}, {}, {},
+         r"^--kafka-mirror-message-size: message size 10 B cannot hold a record of the headers format: .* takes 60 B; "
+         r"give a message size of at least 60 or the body format"),
+        ({"kafka_mirror_format": "body"}, {"kafka_mirror_message_size": "45"}, {},
+         r"^ini key kafka_mirror_message_size: message size 45 B cannot hold a record of the body format "
+         r"\(from --kafka-mirror-format\): .* takes 46 B; give a message size of at least 46$"),
+        ({}, {"kafka_mirror_format": "headers"}, {"KAFKA_MIRROR_MESSAGE_SIZE": "59"},
+         r"^env KAFKA_MIRROR_MESSAGE_SIZE: message size 59 B .* headers format \(from ini key kafka_mirror_format\)"),
+    ],
+)
+def test_message_size_below_the_format_metadata_names_the_option(cli: dict, ini: dict, env: dict, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        _resolve(cli, ini, env)
+
+
+def test_message_size_at_the_format_minimum_is_accepted() -> None:
+    from pytest_kafka_mirror.producer import new_producer_id
+    from pytest_kafka_mirror.records import RecordEncoder
+
+    for fmt in ("headers", "body"):
+        need = min_message_size(fmt)
+        assert _resolve({"kafka_mirror_format": fmt, "kafka_mirror_message_size": need}).message_size == need
+        # the minimum is what a generated producer id needs: records of that size can be encoded
+        assert RecordEncoder(fmt, new_producer_id(), need, lanes=10).size(9, 123) == need
+        with pytest.raises(ValueError, match="below the metadata size"):
+            RecordEncoder(fmt, new_producer_id(), need - 1, lanes=1)

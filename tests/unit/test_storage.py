@@ -166,6 +166,6 @@ def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--storage", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[1:] == [
-        "  0001_base.json (2025-03-14 09:26:53 UTC, commit 0123456789ab): 1 verified runs",
-        "  0002_next.json (2025-03-14 09:26:53 UTC, commit 0123456789ab): 1 verified runs",
+        "  0001_base.json (2025-03-14 09:26:53 UTC, commit 0123456789ab): 1 verified run",
+        "  0002_next.json (2025-03-14 09:26:53 UTC, commit 0123456789ab): 1 verified run",
     ]

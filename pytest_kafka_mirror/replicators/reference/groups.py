@@ -68,13 +68,15 @@ class GroupSync:
         """Create the internal topics, assign the heartbeats topic, build the checkpoint task."""
         from confluent_kafka import Producer, TopicPartition
 
+        from ..._kafkalog import with_logger
+
         s, names = self.settings, self.names
         if s.emit_checkpoints:
             create_topic(dst_admin, names.checkpoints_topic, 1)
             on_source = s.syncs_location == "source"
             create_topic(src_admin if on_source else dst_admin, names.offset_syncs_topic, 1)
-            self.sync_producer = Producer({"bootstrap.servers": self.source if on_source else self.target,
-                                           "linger.ms": 5})
+            self.sync_producer = Producer(with_logger({"bootstrap.servers": self.source if on_source else self.target,
+                                                       "linger.ms": 5}))
         if self.hb_topic is not None:
             create_topic(src_admin, self.hb_topic, 1)
             create_topic(dst_admin, names.remote_heartbeats_topic, 1)

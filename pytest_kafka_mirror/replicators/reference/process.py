@@ -61,7 +61,9 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     from confluent_kafka import Consumer, Producer
     from confluent_kafka.admin import AdminClient
 
-    consumer = Consumer({
+    from ..._kafkalog import with_logger
+
+    consumer = Consumer(with_logger({
         "bootstrap.servers": args.source,
         "group.id": f"reference-mirror-{os.getpid()}",  # required by librdkafka; never joined (assign only)
         "enable.auto.commit": False,
@@ -73,8 +75,8 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         # records.  A log whose start moved past 0 is caught by the reset to earliest.
         "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": 1000,
-    })
-    producer = Producer({
+    }))
+    producer = Producer(with_logger({
         "bootstrap.servers": args.target,
         "enable.idempotence": True,
         "acks": "all",
@@ -83,8 +85,9 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         # librdkafka refuses records over message.max.bytes (1 MB by default) before sending
         # them; a mirror must pass on whatever the source accepted.
         "message.max.bytes": 16 * 1024 * 1024,
-    })
-    return consumer, producer, AdminClient({"bootstrap.servers": args.source}), AdminClient({"bootstrap.servers": args.target})
+    }))
+    src_admin = AdminClient(with_logger({"bootstrap.servers": args.source}))
+    return consumer, producer, src_admin, AdminClient(with_logger({"bootstrap.servers": args.target}))
 
 
 def _settings(path: Path | None) -> Any:
@@ -115,6 +118,9 @@ def _wait(seconds: float, loop: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    from ..._kafkalog import log_to
+
+    log_to(sys.stdout, "reference-mirror")  # librdkafka's messages into the log file, deduplicated
     settings = _settings(args.properties)
     if settings is None:
         return 2
