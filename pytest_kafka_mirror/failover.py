@@ -68,7 +68,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .verify.failover_report import MAX_SHOWN, check_ok_limits, when
+from .verify.failover_report import MAX_SHOWN, when
 from .verify.failover_report import FailoverEntry as _BaseEntry
 from .verify.failover_report import FailoverReport as _BaseReport
 from .verify.report import format_table
@@ -582,24 +582,10 @@ class FailoverReport(_BaseReport):
         __tracebackhide__ = True
         self._raise([self._check_syncs(witnesses, required=True)])
 
-    def assert_ok(self, *, max_rereads: int | None = None, max_seconds_behind: float | None = None,
-                  max_records_behind: int | None = None, max_heartbeat_lag_ms: float | None = None,
-                  as_syncs_allow: bool | None = None) -> None:
-        """No loss, within the log, monotonic, translated, as good as the offset syncs allow
-        (``as_syncs_allow``; default: when the syncs were read), and the given limits (re-reads
-        per group and partition, staleness, heartbeat lag); all failures together."""
-        __tracebackhide__ = True
-        check_ok_limits(max_rereads, max_seconds_behind, max_records_behind, max_heartbeat_lag_ms)
-        checks = [self._check_loss(), self._check_within_log(), self._check_monotonic(), self._check_translated()]
+    def _syncs_checks(self, as_syncs_allow: bool | None) -> list[str | None]:
         if as_syncs_allow or (as_syncs_allow is None and "offset syncs" not in self.not_run):
-            checks.append(self._check_syncs(None, required=bool(as_syncs_allow)))
-        if max_rereads is not None:
-            checks.append(self._check_rereads(max_rereads))
-        if max_seconds_behind is not None or max_records_behind is not None:
-            checks.append(self._check_fresh(max_seconds_behind, max_records_behind, None))
-        if max_heartbeat_lag_ms is not None:
-            checks.append(self._check_heartbeats(max_heartbeat_lag_ms, None))
-        self._raise(checks)
+            return [self._check_syncs(None, required=bool(as_syncs_allow))]
+        return []
 
     def _check_syncs(self, witnesses: Sequence[str] | None, *, required: bool) -> str | None:
         if "offset syncs" in self.not_run:

@@ -221,12 +221,16 @@ class FailoverReport:
         self._raise([self._check_heartbeats(max_lag_ms, max_gap_ms)])
 
     def assert_ok(self, *, max_rereads: int | None = None, max_seconds_behind: float | None = None,
-                  max_records_behind: int | None = None, max_heartbeat_lag_ms: float | None = None) -> None:
-        """No loss, within the log, monotonic, translated, and the given limits (re-reads per
-        group and partition, staleness, heartbeat lag); all failures together."""
+                  max_records_behind: int | None = None, max_heartbeat_lag_ms: float | None = None,
+                  as_syncs_allow: bool | None = None) -> None:
+        """No loss, within the log, monotonic, translated, as good as the offset syncs allow
+        (``as_syncs_allow``; default: when the syncs were read, see ``failover.py``), and the
+        given limits (re-reads per group and partition, staleness, heartbeat lag); all
+        failures together."""
         __tracebackhide__ = True
         check_ok_limits(max_rereads, max_seconds_behind, max_records_behind, max_heartbeat_lag_ms)
         checks = [self._check_loss(), self._check_within_log(), self._check_monotonic(), self._check_translated()]
+        checks += self._syncs_checks(as_syncs_allow)
         if max_rereads is not None:
             checks.append(self._check_rereads(max_rereads))
         if max_seconds_behind is not None or max_records_behind is not None:
@@ -234,6 +238,10 @@ class FailoverReport:
         if max_heartbeat_lag_ms is not None:
             checks.append(self._check_heartbeats(max_heartbeat_lag_ms, None))
         self._raise(checks)
+
+    def _syncs_checks(self, as_syncs_allow: bool | None) -> list[str | None]:
+        """The offset-sync checks of :meth:`assert_ok` (a report that read the syncs adds them)."""
+        return ["the offset syncs were not read: cannot check the translations against them"] if as_syncs_allow else []
 
     # -- messages ---------------------------------------------------------------------------
 
