@@ -156,7 +156,7 @@ def test_under_xdist_one_worker_s_new_topics_never_stall_the_other_s(pytester, t
     result = pytester.runpytest_subprocess(
         "-n", "2", "-p", "no:cacheprovider", "--kafka-mirror-topic-provisioning", "session",
         f"--kafka-mirror-replicator=reference:discovery_interval=0.5,discovery_delay={DELAY},"
-        f"rebalance_pause={PAUSE},restart_delay=0.5")
+        f"rebalance_pause={PAUSE},restart_delay=0.5", "--junitxml=junit.xml")
     result.assert_outcomes(passed=2)
     rows = {r["test"]: r for r in (__import__("json").loads(x) for x in (pytester.path / "rows.jsonl").read_text().splitlines())}
     a, b = rows["a"], rows["b"]
@@ -166,3 +166,5 @@ def test_under_xdist_one_worker_s_new_topics_never_stall_the_other_s(pytester, t
     assert a["max_ms"] < PAUSE * 1000 / 2, rows  # ... and A never paused
     assert a["discovery"]["provisioned"] == "session" and a["discovery"]["discovery_s"] is not None
     assert processes_tagged(tagged_env) == []
+    junit = (pytester.path / "junit.xml").read_text()  # discovery per topic, as a JUnit property
+    assert 'name="kafka_mirror.discovery_s.km-' in junit and 'name="kafka_mirror.discovery_s"' in junit, junit
