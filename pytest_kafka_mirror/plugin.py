@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 
@@ -54,6 +54,17 @@ def _session(config: pytest.Config) -> KafkaMirrorSession:
     return config.stash[SESSION_KEY]
 
 
+def _fail(message: str) -> NoReturn:
+    """``pytest.fail(message, pytrace=False)``, without the exception being handled.
+
+    Called in an ``except`` block, ``pytest.fail`` chains the handled exception as context
+    and pytest prints both ("During handling of the above exception, another exception
+    occurred"): the same error twice, once as a traceback.  ``message`` already names it.
+    """
+    __tracebackhide__ = True
+    raise pytest.fail.Exception(message, pytrace=False) from None
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
@@ -72,8 +83,10 @@ def pytest_configure(config: pytest.Config) -> None:
         settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath))
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
-    session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings)
     workerinput = getattr(config, "workerinput", None)
+    # One id for every process of the run (xdist's testrunuid): see session.note_report_files.
+    run_uid = (workerinput or {}).get("testrunuid") or getattr(config.option, "testrunuid", None)
+    session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings, session_id=run_uid)
     if workerinput is not None:
         # An xdist worker: the controller collects results and serves metrics.
         if workerinput.get(SPOOL_KEY):
@@ -129,7 +142,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     try:
         declarations(item)
     except ValueError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        _fail(str(exc))
     for mark in item.iter_markers(MARKER):
         unknown = set(mark.kwargs) - MARKER_KWARGS
         if unknown or mark.args:
@@ -176,7 +189,8 @@ def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: 
         try:
             cluster = SharedCluster(role, share.get_or_start(role, start)) if share else start()
         except ClusterError as exc:
-            pytest.fail(f"kafka-mirror {role} cluster ({session.settings.source if role == 'source' else session.settings.target}): {exc}", pytrace=False)
+            spec = session.settings.source if role == "source" else session.settings.target
+            _fail(f"kafka-mirror {role} cluster ({spec}): {exc}")
         yield cluster
     finally:
         if cluster is not None:
@@ -209,7 +223,7 @@ def replicator(
     try:
         rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
     except ReplicatorError as exc:
-        pytest.fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}", pytrace=False)
+        _fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}")
     try:
         pool = _provision(request, session, source_cluster, rep)
         try:
@@ -218,7 +232,7 @@ def replicator(
                 pool.await_ready(rep, target_cluster.bootstrap_servers, session.settings.startup_timeout)
                 log.info("kafka-mirror: %s", pool.describe())
         except ReplicatorError as exc:
-            pytest.fail(f"kafka-mirror replicator ({rep.spec}): {exc}", pytrace=False)
+            _fail(f"kafka-mirror replicator ({rep.spec}): {exc}")
         yield rep
     finally:
         session.pool = None
@@ -255,7 +269,7 @@ def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, sour
                   for item in request.session.items if _shares_replicator(item)]
         created = pool.provision(wanted)
     except (ValueError, ClusterError) as exc:
-        pytest.fail(f"kafka-mirror topic provisioning: {exc}", pytrace=False)
+        _fail(f"kafka-mirror topic provisioning: {exc}")
     log.info("kafka-mirror: provisioned %d topics for %d tests before starting %s", created,
              sum(1 for w in wanted if w[2]), rep.spec)
     session.pool = pool
@@ -285,8 +299,7 @@ def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, st
         else:
             pairs = _properties("\n".join(props) if not isinstance(props, str) else props)
     except (TypeError, ValueError) as exc:
-        pytest.fail(f"@pytest.mark.{MARKER}(replicator_properties=...) must be a dict or KEY=VALUE lines: {exc}",
-                    pytrace=False)
+        _fail(f"@pytest.mark.{MARKER}(replicator_properties=...) must be a dict or KEY=VALUE lines: {exc}")
     import uuid
 
     prefix = f"{_session(request.config).settings.topic_prefix}{uuid.uuid4().hex[:6]}"
@@ -321,7 +334,7 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"),
                                     extra_properties=dedicated[1] if dedicated else ())
         except (ClusterError, ReplicatorError, FaultError) as exc:
-            pytest.fail(f"kafka-mirror private environment: {exc}", pytrace=False)
+            _fail(f"kafka-mirror private environment: {exc}")
     else:
         source = request.getfixturevalue("source_cluster")
         target = request.getfixturevalue("target_cluster")
@@ -332,15 +345,14 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
                 own = session.make_replicator(source, target, request.getfixturevalue("tmp_path") / "replicator",
                                               topic_prefix=dedicated[0], extra_properties=dedicated[1])
             except ReplicatorError as exc:
-                pytest.fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}",
-                            pytrace=False)
+                _fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}")
             env = MirrorEnv(source, target, own, topic_prefix=dedicated[0])
             env.own(own)
             try:
                 own.start()
             except ReplicatorError as exc:
                 env.close()
-                pytest.fail(f"kafka-mirror replicator for this test ({own.spec}): {exc}", pytrace=False)
+                _fail(f"kafka-mirror replicator for this test ({own.spec}): {exc}")
     try:
         yield env
     finally:
@@ -489,10 +501,12 @@ def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: Mirr
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     s = session.config.stash.get(SESSION_KEY, None)
-    if s is not None:
-        s.stop_spark()
-    if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
-        # Clusters the workers shared (see sharing.py): the run is over, stop them.
-        from .sharing import controller_share_dir
+    try:
+        if s is not None:
+            s.stop_spark()  # bounded, also after Ctrl-C (verify/session.py)
+    finally:
+        if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
+            # Clusters the workers shared (see sharing.py): the run is over, stop them.
+            from .sharing import controller_share_dir
 
-        controller_share_dir(session.config.option.testrunuid).stop_all()
+            controller_share_dir(session.config.option.testrunuid).stop_all()

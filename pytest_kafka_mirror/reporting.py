@@ -10,6 +10,11 @@ everything that must happen once per session in ``pytest_sessionfinish`` and
 A regression found by the comparison fails the session through ``session.exitstatus``
 (pytest returns it), not by raising from a hook: every summary, the saved run and the
 plots are still written.
+
+An interrupted session (Ctrl-C) is summarised too: what was verified before the interrupt
+(including the verifications of the test it cut short, which never got a test report),
+where the reports are, and the run directories of the tests it cut short, which
+``kafka-mirror verify RUN_DIR`` can still verify.
 """
 
 from __future__ import annotations
@@ -70,6 +75,11 @@ class SessionReporting:
         self.metrics: Any = None  # metrics.MetricsService
         self.metrics_error: str | None = None
         self.spool_dir: Path | None = None
+        #: tests started and not finished (on any worker): those an interrupt cuts short
+        self.running: dict[str, None] = {}
+        self.interrupted: list[str] = []
+        #: (nodeid, run directory) of the cut-short tests' unverified runs (this process's only)
+        self.unverified: list[tuple[str, Path]] = []
 
     # -- start: everything that can be wrong with the options fails here, before any cluster
 
@@ -150,6 +160,12 @@ class SessionReporting:
 
     # -- during the session -------------------------------------------------------------------
 
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        self.running[nodeid] = None
+
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        self.running.pop(nodeid, None)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for data in getattr(report, RESULTS_ATTR, None) or []:
             result = TestResult.from_dict(data)
@@ -161,19 +177,32 @@ class SessionReporting:
 
     # -- the end ------------------------------------------------------------------------------
 
+    def _take_unreported(self) -> None:
+        """Verifications of this process that no test report carried: a test cut short by
+        Ctrl-C gets no report, but what it verified before is in the report directory."""
+        for result in self.session.results:
+            if result.key not in self.results:
+                result.outcome = "interrupted"
+                self.results[result.key] = result
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         s = self.settings
+        if exitstatus == pytest.ExitCode.INTERRUPTED:
+            self.interrupted = list(self.running)
+            self.unverified = self.session.unverified_runs(self.interrupted)
+        self._take_unreported()
         results = self.sorted_results()
         metadata: dict[str, Any] = {}
         self.config.hook.pytest_kafka_mirror_run_metadata(config=self.config, metadata=metadata)
         run = build_run(results, settings=s, metadata=metadata, commit_info=get_commit_info(self.config.rootpath))
         if results:
-            s.report_dir.mkdir(parents=True, exist_ok=True)
             self.session_file = s.report_dir / SESSION_FILE
             from .rundir import write_json_atomic
 
+            self.session.report_files()
             write_json_atomic(self.session_file, run)
+            self.session.report_files(self.session_file)
         if (s.save or s.autosave) and results:
             if exitstatus == pytest.ExitCode.INTERRUPTED:
                 self.save_skipped = "the session was interrupted: a partial run is not saved as a baseline"
@@ -202,6 +231,7 @@ class SessionReporting:
                 s.report_dir, rows, SUMMARY_COLUMNS, [vars(r) for r in results],
                 comparison=self.comparison.render() if self.comparison else None,
             )
+            self.session.report_files(self.index)
         if self.metrics is not None:
             self.metrics_error = self.metrics.finish()
         self.exitstatus = int(session.exitstatus)
@@ -209,10 +239,14 @@ class SessionReporting:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
         results = self.sorted_results()
-        if not results and self.comparison is None and self.metrics is None:
+        interrupted = self.exitstatus == pytest.ExitCode.INTERRUPTED
+        if not results and self.comparison is None and self.metrics is None and not interrupted:
             return
         n = len(results)
-        tr.write_sep("=", f"kafka-mirror: {n} verified run{'s' if n != 1 else ''}" if n else "kafka-mirror")
+        title = f"{n} verified run{'s' if n != 1 else ''}" if n else ""
+        if interrupted:
+            title = f"interrupted after {title or 'no verified run'}"
+        tr.write_sep("=", f"kafka-mirror: {title}" if title else "kafka-mirror")
         if results:
             from .verify.report import format_table
 
@@ -226,6 +260,10 @@ class SessionReporting:
                 tr.write_line(line, red=regression, bold=regression)
         if self.index is not None:
             tr.write_line(f"reports: {self.settings.report_dir} (plots: {self.index})")
+        elif interrupted:
+            written = self._written_here()
+            what = f"{written} file{'s' if written != 1 else ''}" if written else "none"
+            tr.write_line(f"reports: {what} written in this session ({self.settings.report_dir})")
         if self.saved is not None:
             tr.write_line(f"saved: {self.saved}")
         if self.save_skipped:
@@ -238,7 +276,43 @@ class SessionReporting:
                     f"metrics: {self.metrics.push_errors} push(es) failed, last: {self.metrics.last_push_error}",
                     red=True,
                 )
-        self._next_command(tr, results)
+        if interrupted:
+            self._cut_short(tr)
+        else:
+            self._next_command(tr, results)
+
+    def _cut_short(self, tr: Any) -> None:
+        """Name the tests the interrupt cut short, and where their unverified runs are."""
+        dirs: dict[str, list[Path]] = {}
+        for nodeid, run_dir in self.unverified:
+            dirs.setdefault(nodeid, []).append(run_dir)
+        for nodeid in self.interrupted:
+            tr.write_line(f"interrupted: {nodeid}", yellow=True)
+            for run_dir in dirs.get(nodeid, []):
+                tr.write_line(f"  run directory (not verified): {run_dir}")
+        if self.unverified:
+            tr.write_line(f"next: kafka-mirror verify {self.unverified[-1][1]}")
+        elif self.interrupted and getattr(self.config.option, "dist", "no") != "no":
+            # The workers' runs: this process knows their tests, not their directories.
+            tr.write_line(f"  run directories (not verified): under {self._basetemp()}")
+
+    def _written_here(self) -> int:
+        """How many files this session's processes wrote to the report directory (the
+        workers' reports of an interrupted test reach the list, not this process)."""
+        from .session import WRITTEN_LIST
+
+        try:
+            lines = (self.settings.report_dir / WRITTEN_LIST).read_text().splitlines()
+        except OSError:
+            return 0
+        return len(lines) - 1 if lines[:1] == [f"session {self.session.session_id}"] else 0
+
+    def _basetemp(self) -> str:
+        factory = getattr(self.config, "_tmp_path_factory", None)
+        try:
+            return str(factory.getbasetemp()) if factory is not None else "pytest's --basetemp"
+        except OSError:
+            return "pytest's --basetemp"
 
     def _next_command(self, tr: Any, results: list[TestResult]) -> None:
         """End a failed session with the command to type next."""

@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,13 +31,16 @@ if TYPE_CHECKING:
     from .verify.failover_report import FailoverReport
     from .witness import Witness
 
-__all__ = ["WARMUP_TOPIC", "KafkaMirrorSession", "MirrorFailover", "MirrorProducerFactory", "MirrorTopics",
-           "MirrorVerifier"]
+__all__ = ["WARMUP_TOPIC", "WRITTEN_LIST", "KafkaMirrorSession", "MirrorFailover", "MirrorProducerFactory",
+           "MirrorTopics", "MirrorVerifier", "note_report_files"]
 
 log = logging.getLogger("pytest_kafka_mirror")
 
 #: A topic outside the mirrored set, for warm-up records (see MirrorProducer.run).
 WARMUP_TOPIC = "kafka-mirror-warmup"
+#: In the report directory: the session that wrote its reports, then every file it wrote
+#: there, one name a line (see :func:`note_report_files`).
+WRITTEN_LIST = ".kafka-mirror-written"
 
 
 def worker_id() -> str:
@@ -49,13 +52,60 @@ def _slug(text: str, limit: int) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:limit] or "test"
 
 
+def note_report_files(report_dir: Path, session_id: str, paths: Iterable[Path] = ()) -> list[Path]:
+    """Note ``paths`` as written in ``report_dir`` by session ``session_id``; the first call
+    of a session first removes the files an earlier session noted there.  Returns them.
+
+    So the report directory holds the reports of one session, the latest that wrote any,
+    and ``index.html`` links nothing else.  Only files listed in :data:`WRITTEN_LIST` are
+    removed, never others.  xdist workers share the session id (the run's
+    ``testrunuid``): the first of them to write clears, under a lock on the list, and the
+    others only add their names.  Call it before writing (it may remove a file of the
+    same name) and again with the paths written.
+    """
+    import fcntl
+
+    report_dir.mkdir(parents=True, exist_ok=True)
+    header = f"session {session_id}"
+    removed: list[Path] = []
+    with open(report_dir / WRITTEN_LIST, "a+", encoding="utf-8") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        f.seek(0)
+        lines = f.read().splitlines()
+        if lines[:1] != [header]:
+            root = report_dir.resolve()
+            for name in dict.fromkeys(lines[1:]):
+                old = report_dir / name
+                if name and old.resolve().parent == root and old.is_file() and not old.is_symlink():
+                    old.unlink()
+                    removed.append(old)
+            f.truncate(0)
+            f.write(header + "\n")
+            lines = [header]
+        known = set(lines[1:])
+        for path in paths:
+            name = os.path.relpath(path, report_dir)
+            if name not in known and os.sep not in name:
+                f.write(name + "\n")
+                known.add(name)
+    return removed
+
+
 class KafkaMirrorSession:
     """Everything one pytest process knows about mirror runs."""
 
-    def __init__(self, settings: Settings, basetemp: Path | None = None) -> None:
+    def __init__(self, settings: Settings, basetemp: Path | None = None, session_id: str | None = None) -> None:
         self.settings = settings
         self.basetemp = basetemp
+        #: the same in every process of one pytest run (xdist's testrunuid), unique per run
+        self.session_id = session_id or uuid.uuid4().hex
         self.reports: list[tuple[str, MirrorReport, Path]] = []  # (nodeid, report, json path)
+        #: every verification of this process, as the controller gets it (for an interrupted
+        #: test, whose results never reach a test report)
+        self.results: list[TestResult] = []
+        #: (nodeid, run directory) of every run this process started; verified ones in ``verified``
+        self.runs: list[tuple[str, Path]] = []
+        self.verified: set[Path] = set()
         self.spark: Any = None
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
         self.metrics_spool: MetricsSpool | None = None
@@ -125,6 +175,16 @@ class KafkaMirrorSession:
         name = _slug(nodeid.replace("::", "."), 150)
         suffix = f"-{index}" if index else ""
         return self.settings.report_dir / f"{name}{suffix}.json"
+
+    def report_files(self, *paths: Path | str) -> list[Path]:
+        """Before writing to the report directory, and with what was written: see
+        :func:`note_report_files`."""
+        return note_report_files(self.settings.report_dir, self.session_id, [Path(p) for p in paths])
+
+    def unverified_runs(self, nodeids: Iterable[str]) -> list[tuple[str, Path]]:
+        """(nodeid, run directory) of the runs of ``nodeids`` that were not verified."""
+        wanted = set(nodeids)
+        return [(n, d) for n, d in self.runs if n in wanted and d not in self.verified]
 
 
 def topic_names(prefix: str, test_name: str, n: int, name: str | None = None) -> list[str]:
@@ -252,6 +312,7 @@ class MirrorProducerFactory:
             provisioned=self.topics.pool.readiness if self.topics.pool is not None else None,
         )
         self.runs.append(run)
+        self.session.runs.append((self.test_id, run.run_dir))
         if self.session.metrics_spool is not None:
             self.session.metrics_spool.capture_started(self.test_id, run.run_dir)
         return run
@@ -342,6 +403,7 @@ class MirrorVerifier:
         # would keep waiting for the "producers done" signal all that time.
         run.finish()
         report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
+        self.session.verified.add(run.run_dir)
         self.record(report)
         failed = run.fault_errors()
         if failed:
@@ -362,8 +424,9 @@ class MirrorVerifier:
 
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        self.session.report_files()  # the first report of the session replaces the earlier session's
         report.write(path)
+        self.session.report_files(path)
         self.reports.append(report)
         self.session.reports.append((self.nodeid, report, path))
         key = TestResult.key_of(self.nodeid, index)
@@ -375,7 +438,9 @@ class MirrorVerifier:
             result.plots = write_plots(report, path.parent, path.stem, key)
         except Exception as exc:  # noqa: BLE001 - the report is saved; a plot must not fail the test
             warnings.warn(PytestKafkaMirrorWarning(f"plots of {key} were not written: {exc!r}"), stacklevel=2)
+        self.session.report_files(*result.plots.values())
         self.results.append(result)
+        self.session.results.append(result)
         if self.session.metrics_spool is not None:
             self.session.metrics_spool.verified(key, result.figures)
         return report
@@ -414,8 +479,10 @@ class MirrorFailover:
         report = run.failover(settings, wait=wait, reset=reset,
                               emitter=getattr(self.replicator, "heartbeat_emitter", None))
         path = self.session.report_path(self.nodeid, len(self.reports))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        report.write(path.with_name(path.stem + "-failover.json"))
+        path = path.with_name(path.stem + "-failover.json")
+        self.session.report_files()
+        report.write(path)
+        self.session.report_files(path)
         self.reports.append(report)
         if self.on_report is not None:
             self.on_report(len(self.reports) - 1, report)

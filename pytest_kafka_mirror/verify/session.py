@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import subprocess
 import threading
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -29,6 +32,11 @@ _LOCAL_MASTER = re.compile(r"^local(?:\[(?P<n>\*|\d+)(?:,\s*\d+)?\])?$")
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
+#: The gateway JVM :func:`get_spark` launched (``spark-submit``, exec'd into ``java``).
+_jvm: subprocess.Popen[bytes] | None = None
+#: SIGINT's handler before pyspark replaced it with one calling ``cancelAllJobs()`` on a
+#: context that is gone after :func:`stop_spark`; put back when the session stops.
+_sigint: Any = None
 
 
 class SparkSessionConflictError(RuntimeError):
@@ -121,9 +129,29 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSe
             builder = builder.config("spark.sql.shuffle.partitions", str(cores)).config(
                 "spark.default.parallelism", str(cores)
             )
-        spark = builder.getOrCreate()
-        spark.sparkContext.setLogLevel("ERROR")
+        global _jvm, _sigint
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.getsignal(signal.SIGINT) if main else None
+        before = _spark_children()
+        try:
+            spark = builder.getOrCreate()
+            spark.sparkContext.setLogLevel("ERROR")
+        except BaseException:
+            # A Ctrl-C (or a failure) while the JVM starts: pyspark may hold no handle on it
+            # yet, and it would live on until this process exits and a few seconds after.
+            _kill(_spark_children() - before)
+            _forget_gateway()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            raise
         _session = spark
+        _jvm = _gateway_proc()
+        if previous is not None:
+            _sigint = previous
+        if _jvm is not None:
+            from .._process import register_cleanup
+
+            register_cleanup(_kill_jvm)  # at exit and on SIGTERM, whatever state py4j is in
         return spark
 
 
@@ -134,15 +162,113 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
     exits, and it outlives the process by a moment even then.  A test run must leave no
     process behind, so the gateway is shut down and its JVM waited for (killed after
     ``jvm_timeout`` seconds).  A later :func:`get_spark` starts a new JVM.
+
+    The stop is bounded: after a Ctrl-C in the middle of a Spark call the py4j connection
+    is in an unknown state and ``stop()`` may never return, so it runs on a thread of its
+    own, and the JVM is killed if it has not ended within ``jvm_timeout`` (or if this call
+    is interrupted itself).
     """
-    global _session
+    global _session, _jvm, _sigint
     with _lock:
-        if _session is not None:
-            try:
-                _session.stop()
-            finally:
-                _session = None
-                _shutdown_gateway(jvm_timeout)
+        if _sigint is not None:
+            # From here on, Ctrl-C is pytest's again (KeyboardInterrupt), not a py4j call.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, _sigint)
+            _sigint = None
+        if _session is None:
+            return
+        session, _session = _session, None
+        jvm, _jvm = _jvm, None
+        try:
+            stopper = threading.Thread(target=_stop_quietly, args=(session,), name="kafka-mirror-spark-stop",
+                                       daemon=True)
+            stopper.start()
+            stopper.join(jvm_timeout)
+            if stopper.is_alive():  # py4j hangs: end the JVM, then drop pyspark's handles on it
+                if jvm is not None:
+                    _kill({jvm.pid}, jvm)
+                _forget_gateway()
+            else:
+                _shutdown_gateway(jvm_timeout)  # waits for the JVM to exit
+        finally:
+            if jvm is not None and jvm.poll() is None:
+                _kill({jvm.pid}, jvm)
+
+
+def _stop_quietly(session: SparkSession) -> None:
+    try:
+        session.stop()
+    except Exception:  # noqa: BLE001 - a JVM already gone or a broken py4j connection: killed after
+        pass
+
+
+def _gateway_proc() -> subprocess.Popen[bytes] | None:
+    from pyspark import SparkContext
+
+    return getattr(SparkContext._gateway, "proc", None)
+
+
+def _forget_gateway() -> None:
+    """Drop pyspark's handles on a gateway that is being killed, so a later
+    :func:`get_spark` launches a new JVM instead of calling a dead one."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:
+        return
+    gateway = SparkContext._gateway
+    SparkContext._active_spark_context = None
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is not None:
+        try:
+            gateway.close()  # the Python side only: sockets and callback server
+        except Exception:  # noqa: BLE001 - half-open connections of an interrupted call
+            pass
+
+
+def _kill_jvm() -> None:
+    """Last resort (at exit, on SIGTERM): the JVM :func:`get_spark` launched, if it still runs."""
+    jvm = _jvm
+    if jvm is not None and jvm.poll() is None:
+        _kill({jvm.pid}, jvm)
+
+
+def _spark_children() -> set[int]:
+    """Pids of this process's children that run ``spark-submit`` (the py4j gateway JVM)."""
+    me = str(os.getpid())
+    found = set()
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[1] != me:
+                continue
+            cmdline = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if b"spark-submit" in cmdline or b"org.apache.spark.deploy.SparkSubmit" in cmdline:
+            found.add(int(entry.name))
+    return found
+
+
+def _kill(pids: set[int], proc: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGKILL ``pids`` (children of this process) and reap them."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+        try:
+            if proc is not None and proc.pid == pid:
+                proc.wait(5)
+            else:
+                os.waitpid(pid, 0)
+        except (ChildProcessError, subprocess.TimeoutExpired):
+            pass
 
 
 def _shutdown_gateway(timeout: float) -> None:
