@@ -67,14 +67,14 @@ def test_a_second_session_replaces_the_reports_of_the_first(pytester: pytest.Pyt
     reports = pytester.path / ".kafka-mirror" / "reports"
 
     pytester.makepyfile(test_first=RECORDING.format(n=2, name="first"))
-    pytester.runpytest("-p", "no:cacheprovider", "test_first.py").assert_outcomes(passed=2)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "test_first.py").assert_outcomes(passed=2)
     first = _reports(reports)
     assert {"test_first.py.test_first_0.json", "test_first.py.test_first_1.json", "session.json",
             "index.html"} <= first
     (reports / "mine.txt").write_text("written by the user")
 
     pytester.makepyfile(test_second=RECORDING.format(n=1, name="second"))
-    result = pytester.runpytest("-p", "no:cacheprovider", "test_second.py")
+    result = pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "test_second.py")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([f"reports: {reports} (plots: *index.html)"])
     second = _reports(reports)
@@ -93,9 +93,9 @@ def test_a_session_that_verifies_nothing_keeps_the_last_reports(pytester: pytest
     monkeypatch.setenv("KM_REPORT", str(report))
     reports = pytester.path / ".kafka-mirror" / "reports"
     pytester.makepyfile(test_first=RECORDING.format(n=1, name="first"), test_plain="def test_plain(): pass")
-    pytester.runpytest("-p", "no:cacheprovider", "test_first.py").assert_outcomes(passed=1)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "test_first.py").assert_outcomes(passed=1)
     before = _reports(reports)
-    pytester.runpytest("-p", "no:cacheprovider", "test_plain.py").assert_outcomes(passed=1)
+    pytester.runpytest("-p", "no:cacheprovider", "-p", "no:benchmark", "test_plain.py").assert_outcomes(passed=1)
     assert _reports(reports) == before
 
 

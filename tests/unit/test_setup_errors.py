@@ -33,7 +33,7 @@ def _check_once(result: pytest.RunResult, fixture_message: str) -> None:
 def test_a_cluster_that_cannot_start_is_one_error(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(KafkaMirrorSession, "make_cluster", lambda self, role, workdir: _Unstartable())
     pytester.makepyfile("def test_needs_clusters(source_cluster, target_cluster): pass")
-    result = pytester.runpytest("-rN", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-rN", "-p", "no:cacheprovider", "-p", "no:benchmark")
     _check_once(result, f"kafka-mirror source cluster (tansu): {WHY}")
 
 
@@ -53,7 +53,7 @@ def test_a_private_environment_that_cannot_start_is_one_error(pytester: pytest.P
         def test_private(mirror_env): pass
         """
     )
-    result = pytester.runpytest("-rN", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-rN", "-p", "no:cacheprovider", "-p", "no:benchmark")
     _check_once(result, f"kafka-mirror private environment: {WHY}")
 
 
@@ -66,7 +66,7 @@ def test_a_malformed_marker_argument_is_one_error(pytester: pytest.Pytester) -> 
         def test_props(mirror_env): pass
         """
     )
-    result = pytester.runpytest("-rN", "-p", "no:cacheprovider")
+    result = pytester.runpytest("-rN", "-p", "no:cacheprovider", "-p", "no:benchmark")
     result.assert_outcomes(errors=1)
     out = result.stdout.str()
     assert out.count("must be a dict or KEY=VALUE lines") == 1, out
