@@ -154,8 +154,13 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def _marker_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return _marker_kwargs(request.node)
+
+
+def _marker_kwargs(node: pytest.Item | Any) -> dict[str, Any]:
+    """The ``kafka_mirror`` marker's keywords of ``node``; the closest marker wins."""
     out: dict[str, Any] = {}
-    for mark in reversed(list(request.node.iter_markers(MARKER))):
+    for mark in reversed(list(node.iter_markers(MARKER))):
         out.update(mark.kwargs)
     return out
 
@@ -242,13 +247,10 @@ def replicator(
 
 def _shares_replicator(item: pytest.Item) -> bool:
     """Whether ``item`` creates topics on the session's shared replicator (not its own)."""
-    if "mirror_topics" not in getattr(item, "fixturenames", ()):
+    fixtures = getattr(item, "fixturenames", ())
+    if "mirror_topics" not in fixtures or "mirror_faults" in fixtures:
         return False
-    if "mirror_faults" in item.fixturenames:
-        return False
-    kwargs: dict[str, Any] = {}
-    for mark in item.iter_markers(MARKER):
-        kwargs.update(mark.kwargs)
+    kwargs = _marker_kwargs(item)
     return not kwargs.get("private") and kwargs.get("replicator_properties") is None
 
 

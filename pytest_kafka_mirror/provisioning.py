@@ -123,17 +123,15 @@ class TopicPool:
     def await_ready(self, replicator: Any, target_bootstrap: str, timeout: float) -> dict[str, TopicReadiness]:
         """One readiness round over every pool topic (``provisioned="session"``)."""
         from .clusters.base import topic_created_us
-        from .replicators._readiness import await_ready
+        from .replicators._readiness import await_ready, replicator_hooks
 
         if not self.partitions:
             return {}
         rounds = await_ready(
             self.source.bootstrap_servers, target_bootstrap,
             {t: (replicator.target_topic(t), n) for t, n in self.partitions.items()},
-            timeout=timeout, what=getattr(replicator, "label", "the replicator"),
-            created_us={t: topic_created_us(t) for t in self.partitions}, provisioned="session",
-            alive=lambda: bool(getattr(replicator, "running", True)), logs=lambda: replicator.logs(40),
-            status=getattr(replicator, "status", lambda: ""),
+            timeout=timeout, created_us={t: topic_created_us(t) for t in self.partitions}, provisioned="session",
+            **replicator_hooks(replicator),
             hint=f"Hint: these {len(self.partitions)} topics were provisioned for the session's tests "
                  "(--kafka-mirror-topic-provisioning session); a replicator slow to discover many topics may "
                  "need a larger --kafka-mirror-startup-timeout.",

@@ -241,17 +241,11 @@ class MirrorRun:
         warm-up record arrived (``replicators/_readiness.py``); the rounds are kept in
         ``RUN_DIR/readiness.json``.  Raises ReadinessError naming the partitions."""
         from .clusters.base import topic_created_us
-        from .replicators._readiness import await_ready
+        from .replicators._readiness import await_ready, replicator_hooks
 
-        rep = self.replicator
         rounds = await_ready(
             self.source_bootstrap, self.target_bootstrap, {t: (self.topics[t], self.partitions[t]) for t in topics},
-            timeout=self.topic_timeout,
-            what=getattr(rep, "label", None) or (rep.describe() if rep is not None else "the replicator"),
-            created_us={t: topic_created_us(t) for t in topics},
-            alive=lambda: rep is None or bool(getattr(rep, "running", True)),
-            logs=lambda: rep.logs(40) if rep is not None else "",
-            status=getattr(rep, "status", lambda: ""),
+            timeout=self.topic_timeout, created_us={t: topic_created_us(t) for t in topics}, **replicator_hooks(self.replicator),
             hint="Hint: is the replicator running and does it mirror these topics (its topic filter)? A slow one "
                  "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
                  "--kafka-mirror-topic-provisioning session.",

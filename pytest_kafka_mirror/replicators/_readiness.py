@@ -33,7 +33,7 @@ from typing import Any
 from ..records import parse_warmup, warmup_value
 from .base import ReplicatorError
 
-__all__ = ["ReadinessError", "TopicReadiness", "await_ready", "format_partitions"]
+__all__ = ["ReadinessError", "TopicReadiness", "await_ready", "format_partitions", "replicator_hooks"]
 
 
 class ReadinessError(ReplicatorError):
@@ -118,6 +118,15 @@ def _describe(rounds: Mapping[str, TopicReadiness], targets: Mapping[str, int], 
         lines.append(f"  {r.topic}: partition(s) {format_partitions(missing)} of {r.partitions} never carried one"
                      f"{' (arrived: ' + arrived + ')' if arrived else ''}; {where}")
     return lines
+
+
+def replicator_hooks(rep: Any) -> dict[str, Any]:
+    """:func:`await_ready`'s ``what`` / ``alive`` / ``logs`` / ``status`` for a replicator
+    object (None: only the clusters are known)."""
+    if rep is None:
+        return {"what": "the replicator"}
+    return {"what": getattr(rep, "label", None) or rep.describe(), "alive": lambda: bool(getattr(rep, "running", True)),
+            "logs": lambda: rep.logs(40), "status": getattr(rep, "status", lambda: "")}
 
 
 def await_ready(
