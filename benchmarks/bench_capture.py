@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks._common import Figure, RssSampler, Section, broker, direct_run, median, slope
-from pytest_kafka_mirror.capture import CONSUMER_CONFIG, PRODUCE_DONE, Capture
-from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
+from pytest_kafka_mirror.capture.target import CONSUMER_CONFIG, PRODUCE_DONE, Capture
+from pytest_kafka_mirror.produce.producer import MirrorProducer, TopicLanes
 
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"

@@ -19,7 +19,7 @@ from typing import Any
 
 from benchmarks._common import Figure, Section, broker, direct_run, env_with_worktree, percentile
 from benchmarks.bench_capture import CONSUMER
-from pytest_kafka_mirror.producer import MirrorProducer
+from pytest_kafka_mirror.produce.producer import MirrorProducer
 
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"

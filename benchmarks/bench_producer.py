@@ -8,10 +8,10 @@ import uuid
 from typing import Any
 
 from benchmarks._common import Figure, Section, broker, median
-from pytest_kafka_mirror._slip import SlipHistogram
-from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
-from pytest_kafka_mirror.producer_group import ProducerGroup
-from pytest_kafka_mirror.records import HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS
+from pytest_kafka_mirror.produce.group import ProducerGroup
+from pytest_kafka_mirror.produce.producer import MirrorProducer, TopicLanes
+from pytest_kafka_mirror.produce.records import HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS
+from pytest_kafka_mirror.produce.slip import SlipHistogram
 
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"

@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from dataclasses import replace
 
-    from pytest_kafka_mirror.storage import (
+    from pytest_kafka_mirror.report.storage import (
         FileStorage,
         _library_versions,
         autosave_name,

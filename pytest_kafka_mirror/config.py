@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from .clusters import ClusterSpec, parse_cluster_spec
-from .compare import RegressionCheck, parse_compare_fail
-from .metrics import ListenAddress, parse_listen_address, parse_pushgateway
-from .records import FORMATS, metadata_size
+from .produce.records import FORMATS, metadata_size
 from .replicators import NamingPolicy, ReplicatorSpec, parse_naming, parse_replicator_spec
+from .report.compare import RegressionCheck, parse_compare_fail
+from .report.metrics import ListenAddress, parse_listen_address, parse_pushgateway
 
 __all__ = ["OPTIONS", "Option", "Settings", "SettingsError", "min_message_size", "resolve_settings"]
 
@@ -103,7 +103,7 @@ def _topic_prefix(text: str) -> str:
 
 
 def _share(text: str) -> str:
-    from .sharing import SHARE_MODES
+    from .clusters.shared import SHARE_MODES
 
     if text not in SHARE_MODES:
         raise ValueError(f"{text!r} is not a sharing mode; accepted: {' | '.join(SHARE_MODES)}")

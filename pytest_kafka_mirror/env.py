@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .clusters import Cluster
-    from .faults import Link
+    from .faults.schedule import Link
     from .replicators import Replicator
     from .session import KafkaMirrorSession
 
@@ -68,7 +68,7 @@ class MirrorEnv:
                 continue
             try:
                 thing.stop()
-            except Exception as exc:  # noqa: BLE001 - keep stopping the rest
+            except Exception as exc:
                 log.error("stopping %r failed: %s", thing, exc)
         self._owned.clear()
 
@@ -90,7 +90,7 @@ def build_private_env(
     ``links``: put a faultable link between the replicator and each single-broker
     cluster.  Everything already started is stopped again when a later step fails.
     """
-    from .faults import Link
+    from .faults.schedule import Link
 
     owned: list[Any] = []
 

@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
-from .reporting import RESULTS_ATTR, SPOOL_KEY, SessionReporting
+from .report.summary import RESULTS_ATTR, SPOOL_KEY, SessionReporting
 from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
 
 if TYPE_CHECKING:
     from .clusters import Cluster
-    from .provisioning import TopicPool
     from .env import MirrorEnv
-    from .faults import MirrorFaults
+    from .faults.schedule import MirrorFaults
+    from .provisioning import TopicPool
     from .replicators import Replicator
 
 __all__ = ["SESSION_KEY"]
@@ -90,7 +90,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None:
         # An xdist worker: the controller collects results and serves metrics.
         if workerinput.get(SPOOL_KEY):
-            from .metrics import MetricsSpool
+            from .report.metrics import MetricsSpool
 
             session.metrics_spool = MetricsSpool(workerinput[SPOOL_KEY], worker_id())
     elif not config.getoption("help", False):
@@ -174,7 +174,7 @@ def kafka_mirror_settings(pytestconfig: pytest.Config) -> Settings:
 
 def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
     from .clusters import ClusterError
-    from .sharing import SharedCluster, worker_share_dir
+    from .clusters.shared import SharedCluster, worker_share_dir
 
     session = _session(request.config)
     share = worker_share_dir(getattr(request.config, "workerinput", None)) if session.settings.share == "run" else None
@@ -326,7 +326,7 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     """
     from .clusters import ClusterError
     from .env import MirrorEnv, build_private_env
-    from .faults import FaultError
+    from .faults.schedule import FaultError
     from .replicators import ReplicatorError
 
     session = _session(request.config)
@@ -370,7 +370,7 @@ def mirror_faults(mirror_env: MirrorEnv) -> Generator[MirrorFaults, None, None]:
     act on; ``mirror_faults.require("add_partitions")`` skips the test with the reason
     when a cluster cannot.  Everything is healed and stopped when the test ends.
     """
-    from .faults import MirrorFaults
+    from .faults.schedule import MirrorFaults
 
     faults = MirrorFaults(mirror_env)
     try:
@@ -509,6 +509,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     finally:
         if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
             # Clusters the workers shared (see sharing.py): the run is over, stop them.
-            from .sharing import controller_share_dir
+            from .clusters.shared import controller_share_dir
 
             controller_share_dir(session.config.option.testrunuid).stop_all()

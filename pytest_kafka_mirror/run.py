@@ -28,18 +28,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .capture import Capture
-from .producer import CountsCallback, MirrorProducer, TopicLanes
-from .producer_group import ProducerGroup
+from .capture.target import Capture
+from .produce.group import ProducerGroup
+from .produce.producer import CountsCallback, MirrorProducer, TopicLanes
 from .rundir import REPORT_FILE, SOURCE_DIR, Manifest, write_readiness
 
 if TYPE_CHECKING:
-    from .faults import Marker, Scheduled
-    from .replicators._readiness import TopicReadiness
+    from .capture.witness import Witness, WitnessMonitor
+    from .faults.schedule import Marker, Scheduled
     from .replicators._checkpoints import CheckpointSettings
+    from .replicators._readiness import TopicReadiness
     from .verify import MirrorReport
     from .verify.failover_report import FailoverReport
-    from .witness import Witness, WitnessMonitor
 
 __all__ = ["MirrorRun"]
 
@@ -139,7 +139,7 @@ class MirrorRun:
         """Produce one batch of records (blocking) and record its manifest.
 
         ``processes=N`` (N > 1) produces from N processes sharing one schedule, each with
-        its own producer id at ``rate / N`` (see :mod:`~pytest_kafka_mirror.producer_group`),
+        its own producer id at ``rate / N`` (see :mod:`~pytest_kafka_mirror.produce.group`),
         and returns their N manifests; ``producer_id`` then names them ``ID-0`` .. ``ID-N-1``.
 
         Argument errors are raised before anything is started.  With ``wait_for_target``
@@ -154,12 +154,12 @@ class MirrorRun:
         happened is kept in :attr:`markers` (a fault that fails is recorded, and
         :meth:`fault_errors` reports it after the run: nothing measured is lost).
         ``on_counts`` receives live producer counts (see
-        :data:`~pytest_kafka_mirror.producer.CountsCallback`).  ``witnesses``:
+        :data:`~pytest_kafka_mirror.produce.producer.CountsCallback`).  ``witnesses``:
         ``(Witness, group id)`` pairs, consumer groups on the source that read these
         topics while they are produced and commit at their points (see
-        :mod:`~pytest_kafka_mirror.witness`, and :meth:`failover`).
+        :mod:`~pytest_kafka_mirror.capture.witness`, and :meth:`failover`).
         """
-        from .faults import FaultSchedule
+        from .faults.schedule import FaultSchedule
 
         chosen = list(topics) if topics else list(self.topics)
         unknown = [t for t in chosen if t not in self.topics]
@@ -181,7 +181,7 @@ class MirrorRun:
         producer.check_size(topic_lanes)
         monitor = None
         if witnesses:
-            from .witness import WitnessMonitor
+            from .capture.witness import WitnessMonitor
 
             monitor = WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses,
                                      {t: self.partitions[t] for t in chosen}, end_timeout=self.drain_timeout)
@@ -268,7 +268,7 @@ class MirrorRun:
         def target() -> None:
             try:
                 self.produce(**kwargs)
-            except BaseException as exc:  # noqa: BLE001 - re-raised by finish()
+            except BaseException as exc:
                 errors.append(exc)
 
         thread = threading.Thread(target=target, name="kafka-mirror-producer", daemon=True)
@@ -314,9 +314,9 @@ class MirrorRun:
     def failover(self, settings: CheckpointSettings, *, wait: float | None = None, reset: str = "latest",
                  emitter: str | None = None) -> FailoverReport:
         """Fail the witness groups over to the target and check their translated offsets
-        (:func:`pytest_kafka_mirror.failover.check_failover`; ``settings``: the replicator's
+        (:func:`pytest_kafka_mirror.verify.failover.check_failover`; ``settings``: the replicator's
         ``checkpoints``).  Finishes the capture first: the checks compare with it."""
-        from .failover import check_failover
+        from .verify.failover import check_failover
 
         self.finish()
         return check_failover(self.run_dir, self.target_bootstrap, settings, self.topics, wait=wait, reset=reset,

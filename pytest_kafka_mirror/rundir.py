@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DEFAULT_BOUNDS",
+    "WRITTEN_LIST",
     "CAPTURE_DIR",
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
@@ -48,6 +50,12 @@ REPORT_FILE = "report.json"
 READINESS_FILE = "readiness.json"
 #: Subdirectory of a run directory holding the capture of the source topics, when taken.
 SOURCE_DIR = "source"
+#: Upper bounds (ms, inclusive) of the latency histogram buckets; a last bucket counts
+#: everything above the last bound (+inf).  The capture's live figures and the verifier
+#: share them.
+DEFAULT_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
+#: In the report directory: the files this session wrote (index.html links only these).
+WRITTEN_LIST = ".kafka-mirror-written"
 
 #: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
 #: (the capture maps target names back); identification columns are null for records

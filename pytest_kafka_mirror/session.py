@@ -18,18 +18,19 @@ from typing import TYPE_CHECKING, Any
 
 from ._warnings import PytestKafkaMirrorWarning
 from .config import Settings
-from .storage import TestResult
+from .report.storage import TestResult
+from .rundir import WRITTEN_LIST
 
 if TYPE_CHECKING:
+    from .capture.witness import Witness
     from .clusters import Cluster
-    from .faults import Scheduled
-    from .metrics import MetricsSpool
+    from .faults.schedule import Scheduled
     from .provisioning import TopicPool
     from .replicators import Replicator
+    from .report.metrics import MetricsSpool
     from .run import MirrorRun
     from .verify import MirrorReport
     from .verify.failover_report import FailoverReport
-    from .witness import Witness
 
 __all__ = ["WARMUP_TOPIC", "WRITTEN_LIST", "KafkaMirrorSession", "MirrorFailover", "MirrorProducerFactory",
            "MirrorTopics", "MirrorVerifier", "note_report_files"]
@@ -40,7 +41,6 @@ log = logging.getLogger("pytest_kafka_mirror")
 WARMUP_TOPIC = "kafka-mirror-warmup"
 #: In the report directory: the session that wrote its reports, then every file it wrote
 #: there, one name a line (see :func:`note_report_files`).
-WRITTEN_LIST = ".kafka-mirror-written"
 
 
 def worker_id() -> str:
@@ -320,7 +320,7 @@ class MirrorProducerFactory:
     def _warmup_topic(self) -> str | None:
         try:
             return self.source.ensure_topic(WARMUP_TOPIC)  # type: ignore[attr-defined, no-any-return]
-        except Exception as exc:  # noqa: BLE001 - a cluster that refuses topic creation: no warm-up
+        except Exception as exc:
             log.warning("no warm-up topic on the source (%s); the first records carry client start-up latency", exc)
             return None
 
@@ -348,7 +348,7 @@ class MirrorProducerFactory:
 
         ``capture_source=True`` also captures the source topics, so the report tells records
         lost by the replicator from records the source cluster lost.  ``witnesses``
-        (:func:`~pytest_kafka_mirror.witness.witness`) are consumer groups on the source
+        (:func:`~pytest_kafka_mirror.capture.witness.witness`) are consumer groups on the source
         that consume and commit at chosen points, for ``mirror_failover(run)``.
         ``processes=N`` produces from N processes sharing the schedule, each at ``rate / N``
         with its own producer id (for rates one core cannot reach); ``capture_processes=N``
@@ -407,7 +407,7 @@ class MirrorVerifier:
         self.record(report)
         failed = run.fault_errors()
         if failed:
-            from .faults import FaultError
+            from .faults.schedule import FaultError
 
             raise FaultError(
                 "scheduled faults failed (the run was verified and its report saved):\n"
@@ -420,7 +420,7 @@ class MirrorVerifier:
         ``MirrorReport.load``) into this test's results, as ``mirror_verifier(run)`` does
         with its own: JSON and plots in the report directory, the summary, the stored run
         and the comparison, JUnit properties and metrics.  Returns ``report``."""
-        from .compare import figures
+        from .report.compare import figures
 
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
@@ -433,10 +433,10 @@ class MirrorVerifier:
         result = TestResult(key=key, nodeid=self.nodeid, index=index, params=self.params, figures=figures(report),
                             report=report.to_dict(), report_path=str(path))
         try:
-            from .plots import write_plots
+            from .report.plots import write_plots
 
             result.plots = write_plots(report, path.parent, path.stem, key)
-        except Exception as exc:  # noqa: BLE001 - the report is saved; a plot must not fail the test
+        except Exception as exc:
             warnings.warn(PytestKafkaMirrorWarning(f"plots of {key} were not written: {exc!r}"), stacklevel=2)
         self.session.report_files(*result.plots.values())
         self.results.append(result)
@@ -450,7 +450,7 @@ class MirrorFailover:
     """``mirror_failover(run)`` → :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`.
 
     Fails the run's witness groups over to the target and checks their translated offsets
-    (:mod:`pytest_kafka_mirror.failover`), with what the replicator says it does about
+    (:mod:`pytest_kafka_mirror.verify.failover`), with what the replicator says it does about
     consumer groups (``replicator.checkpoints``: the reference mirror's and MM2's
     properties).  A replicator that does not say (``command:``, ``external:``) skips the
     test with the reason unless ``settings=`` is given.  The report is saved beside the

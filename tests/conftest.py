@@ -60,7 +60,7 @@ REQUIRE_DOCKER_ENV = "KAFKA_MIRROR_REQUIRE_DOCKER"
 def require_docker() -> None:
     """Skip (or, with ``KAFKA_MIRROR_REQUIRE_DOCKER=1``, fail) unless a Docker engine answers."""
     pytest.importorskip("docker", reason="the Docker SDK is not installed (pip install 'pytest-kafka-mirror[containers]')")
-    from pytest_kafka_mirror._docker import engine_status
+    from pytest_kafka_mirror.processes.docker import engine_status
 
     ok, why = engine_status()
     if not ok:
@@ -73,7 +73,8 @@ def require_docker() -> None:
 def tansu_image() -> str:
     """The local Tansu image, built the way users and CI build it (``kafka-mirror image build``)."""
     require_docker()
-    from pytest_kafka_mirror._docker import DEFAULT_TANSU_IMAGE, ensure_image
+    from pytest_kafka_mirror.clusters.container import DEFAULT_TANSU_IMAGE  # registers its local build
+    from pytest_kafka_mirror.processes.docker import ensure_image
 
     ensure_image(DEFAULT_TANSU_IMAGE)  # builds it when missing: FROM scratch + the static binary
     return DEFAULT_TANSU_IMAGE
@@ -81,7 +82,7 @@ def tansu_image() -> str:
 
 def containers_labelled(run: str) -> list[str]:
     """Names of containers (any state) the plugin started under run id ``run``."""
-    from pytest_kafka_mirror._docker import containers
+    from pytest_kafka_mirror.processes.docker import containers
 
     return [c["name"] for c in containers(run)]
 @pytest.fixture(scope="session")

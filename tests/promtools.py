@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror._process import ManagedProcess, wait_until
+from pytest_kafka_mirror.processes.managed import ManagedProcess, wait_until
 
 PUSHGATEWAY_BIN = "prometheus-pushgateway"
 

@@ -1,7 +1,7 @@
 """A real Spark standalone cluster on this host: one master and one worker, from pyspark's
 own ``spark-class`` (no Spark download), bound to 127.0.0.1 on free ports.
 
-Both JVMs run as :class:`~pytest_kafka_mirror._process.ManagedProcess` (own process group,
+Both JVMs run as :class:`~pytest_kafka_mirror.processes.managed.ManagedProcess` (own process group,
 killed with the test process); the worker starts executors as its children, in its
 process group, so stopping the group leaves no JVM behind.  Executors read the run
 directory's Parquet files by path: the cluster shares this host's file system.
@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
-from pytest_kafka_mirror._process import ManagedProcess, wait_until
 from pytest_kafka_mirror.clusters.base import free_port
+from pytest_kafka_mirror.processes.managed import ManagedProcess, wait_until
 
 __all__ = ["StandaloneSpark", "spark_class"]
 

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_kafka_mirror.compare import figures
 from pytest_kafka_mirror.config import resolve_settings
-from pytest_kafka_mirror.storage import TestResult, build_run
+from pytest_kafka_mirror.report.compare import figures
+from pytest_kafka_mirror.report.storage import TestResult, build_run
 from pytest_kafka_mirror.verify import LatencyStats, MirrorReport
 
 __all__ = ["FIXED", "sample_report", "sample_result", "sample_run"]

@@ -14,7 +14,7 @@ message with how often it occurred; then per run its exit code, wall time and co
 
 ``--hog`` keeps one core busy for the whole time with a busy-loop process (a loaded CI
 machine, where timing-dependent scenarios flake).  It is a
-:class:`~pytest_kafka_mirror._process.ManagedProcess`: stopped at the end, on Ctrl-C and on
+:class:`~pytest_kafka_mirror.processes.managed.ManagedProcess`: stopped at the end, on Ctrl-C and on
 SIGTERM, killed with this process even by SIGKILL (``PR_SET_PDEATHSIG``), and it also
 exits by itself when orphaned or after the longest the runs can take.
 
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -46,7 +44,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: python tools/flakes.py
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_kafka_mirror._process import ManagedProcess
+from pytest_kafka_mirror.processes.managed import ManagedProcess
 
 __all__ = ["RunResult", "TestOutcome", "cpu_hog", "main", "parse_junit", "render"]
 

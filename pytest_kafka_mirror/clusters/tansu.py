@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._process import ManagedProcess, ProcessFailed, wait_until
+from ..processes.managed import ManagedProcess, ProcessFailed, wait_until
 from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, tcp_reachable
 
 __all__ = ["TansuCluster", "tansu_binary"]

@@ -1,7 +1,7 @@
 """Consumer-group offset translation as MirrorMaker 2 does it, for the reference mirror.
 
 Three parts, as in MM2 (apache/kafka ``connect/mirror``; the record formats are in
-:mod:`pytest_kafka_mirror.mm2_records`):
+:mod:`pytest_kafka_mirror.replicators.mm2_records`):
 
 * :class:`SyncTracker` — when to write an **offset sync** (``OffsetSyncWriter.PartitionState``,
   3.7+): at once for the first record of a partition in this process's lifetime, when the
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..mm2_records import Checkpoint, Heartbeat, MM2Names
+from .mm2_records import Checkpoint, Heartbeat, MM2Names
 
 __all__ = [
     "EMITTER_HEADER",
@@ -436,7 +436,7 @@ class CheckpointTask(threading.Thread):
                 if enabled and now >= due[name]:
                     try:
                         job()
-                    except Exception as exc:  # noqa: BLE001 - MM2 logs and retries next round
+                    except Exception as exc:
                         self.errors += 1
                         self.log(f"{name} failed (will retry): {exc!r}")
                     due[name] = max(due[name] + interval, time.monotonic())
@@ -526,7 +526,7 @@ class CheckpointTask(threading.Thread):
         for group, cps in sorted(by_group.items()):
             try:
                 state = described[group].result(timeout=15).state
-            except Exception:  # noqa: BLE001 - an unknown group: nobody uses it on the target
+            except Exception:
                 state = ConsumerGroupState.DEAD
             if state not in (ConsumerGroupState.EMPTY, ConsumerGroupState.DEAD, ConsumerGroupState.UNKNOWN):
                 continue

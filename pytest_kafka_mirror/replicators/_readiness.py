@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import parse_warmup, warmup_value
+from ..produce.records import parse_warmup, warmup_value
 from .base import ReplicatorError
 
 __all__ = ["ReadinessError", "TopicReadiness", "await_ready", "format_partitions", "replicator_hooks"]
@@ -213,7 +213,7 @@ def await_ready(
         consumer.close()
         # a traceback kept by the caller keeps this frame: drop the clients, or librdkafka
         # goes on reconnecting (and logging) to a broker that may be gone
-        producer = consumer = None  # noqa: F841
+        producer = consumer = None
 
 
 def _assign_new(consumer: Any, by_target: Mapping[str, TopicReadiness], assigned: dict[str, int],

@@ -25,7 +25,7 @@ import shlex
 import string
 from typing import TYPE_CHECKING, Any
 
-from .._process import ManagedProcess
+from ..processes.managed import ManagedProcess
 from ._runner import RunnerReplicator
 from .base import NamingPolicy
 from .mm2 import topics_regex

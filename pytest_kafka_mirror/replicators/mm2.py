@@ -39,7 +39,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._process import ManagedProcess
+from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
@@ -361,7 +361,7 @@ class MirrorMaker2(RunnerReplicator):
             client_config = getattr(self.target, "client_config", None)
             config = client_config() if callable(client_config) else {"bootstrap.servers": self.target.bootstrap_servers}
             text = describe_status_topic(config, self.status_topic)
-        except Exception as exc:  # noqa: BLE001 - status() is quoted in an error: it must not raise one
+        except Exception as exc:
             text = f"cannot read it: {type(exc).__name__}: {exc}"
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {text}"
 
@@ -387,7 +387,7 @@ class MirrorMaker2(RunnerReplicator):
                 cwd=self.workdir,
             )
             return proc.start()
-        from .._docker import DockerUnavailable, ManagedContainer
+        from ..processes.docker import DockerUnavailable, ManagedContainer
 
         assert self.image is not None
         container = ManagedContainer(

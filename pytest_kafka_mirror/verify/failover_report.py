@@ -1,7 +1,7 @@
 """FailoverReport: what the failover check found, as data and JSON, with assertions.
 
 Plain data (no Kafka, no Spark), like :mod:`.report`: the figures are computed in
-:mod:`pytest_kafka_mirror.failover`; this module holds them, writes them, and turns
+:mod:`pytest_kafka_mirror.verify.failover`; this module holds them, writes them, and turns
 them into failures whose message names the group, the partition, the upstream offset,
 the translated offset and what the capture shows at those target offsets.
 """

@@ -51,6 +51,7 @@ from pytest_kafka_mirror.rundir import (
     CAPTURE_DIR,
     CAPTURE_SCHEMA_FIELDS,
     CAPTURE_STATUS,
+    DEFAULT_BOUNDS,
     REPORT_FILE,
     SOURCE_DIR,
     load_discovery,
@@ -64,9 +65,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_BOUNDS", "LaneMeta", "manifest_lanes", "phantom_reason", "read_status", "verify_run"]
 
-#: Upper bounds (ms, inclusive) of the latency histogram buckets; a last bucket counts
-#: everything above the last bound (+inf).
-DEFAULT_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
 
 _KEY = ("topic", "producer_id", "lane")
 #: Seq buckets of the range join: 2**16 seqs, so a 10M-record range is ~150 table rows.

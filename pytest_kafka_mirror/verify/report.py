@@ -46,10 +46,12 @@ import json
 import math
 import numbers
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ..produce.records import compact_ranges  # re-exported: the ranges every message shows
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.verify._recovery import Recovery
@@ -228,17 +230,6 @@ class LatencyStats:
 
 
 # -- pure formatting helpers (no Spark; unit-tested directly) ---------------------------
-
-
-def compact_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
-    """Compact integers into sorted inclusive ``(first, last)`` ranges (duplicates ignored)."""
-    out: list[tuple[int, int]] = []
-    for s in sorted(set(seqs)):
-        if out and s == out[-1][1] + 1:
-            out[-1] = (out[-1][0], s)
-        else:
-            out.append((s, s))
-    return out
 
 
 def format_ranges(ranges: Sequence[MissingRange | tuple[int, int]], total: int | None = None,

@@ -149,7 +149,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSe
         if previous is not None:
             _sigint = previous
         if _jvm is not None:
-            from .._process import register_cleanup
+            from ..processes.managed import register_cleanup
 
             register_cleanup(_kill_jvm)  # at exit and on SIGTERM, whatever state py4j is in
         return spark
@@ -198,7 +198,7 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
 def _stop_quietly(session: SparkSession) -> None:
     try:
         session.stop()
-    except Exception:  # noqa: BLE001 - a JVM already gone or a broken py4j connection: killed after
+    except Exception:
         pass
 
 
@@ -222,7 +222,7 @@ def _forget_gateway() -> None:
     if gateway is not None:
         try:
             gateway.close()  # the Python side only: sockets and callback server
-        except Exception:  # noqa: BLE001 - half-open connections of an interrupted call
+        except Exception:
             pass
 
 
@@ -282,7 +282,7 @@ def _shutdown_gateway(timeout: float) -> None:
     SparkContext._jvm = None
     try:
         gateway.shutdown()
-    except Exception:  # noqa: BLE001 - the JVM may already be gone; the wait below decides
+    except Exception:
         pass
     if proc is None:
         return
@@ -290,6 +290,6 @@ def _shutdown_gateway(timeout: float) -> None:
         if proc.stdin is not None:
             proc.stdin.close()  # the gateway server exits when its stdin closes
         proc.wait(timeout)
-    except Exception:  # noqa: BLE001 - TimeoutExpired or a broken pipe: make sure it is gone
+    except Exception:
         proc.kill()
         proc.wait(5)

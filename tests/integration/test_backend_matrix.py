@@ -14,7 +14,6 @@ tag, no container labelled with its run id.
 from __future__ import annotations
 
 import json
-
 import os
 import re
 import shlex
@@ -50,7 +49,7 @@ def short_scenario() -> str:
 
 def _image_or_skip(image: str) -> None:
     require_docker()
-    from pytest_kafka_mirror._docker import image_present
+    from pytest_kafka_mirror.processes.docker import image_present
 
     if not image_present(image):
         pytest.skip(f"image {image} is not present on the Docker engine (no registry here; `docker pull {image}` "

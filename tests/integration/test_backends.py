@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror._process import live_processes
 from pytest_kafka_mirror.clusters import ClusterError, make_cluster
 from pytest_kafka_mirror.clusters._probe import probe_capabilities
 from pytest_kafka_mirror.clusters.tansu import TANSU_GAPS, TansuCluster
+from pytest_kafka_mirror.processes.managed import live_processes
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, ReplicatorOptions, make_replicator
 from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
@@ -45,7 +45,7 @@ def run_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     rid = f"test-{uuid.uuid4().hex[:10]}"
     monkeypatch.setenv("KAFKA_MIRROR_RUN_ID", rid)
     yield rid
-    from pytest_kafka_mirror._docker import DockerUnavailable, remove_containers
+    from pytest_kafka_mirror.processes.docker import DockerUnavailable, remove_containers
 
     try:
         remove_containers(rid)
@@ -85,7 +85,7 @@ def test_container_cluster_lifecycle(tansu_image: str, tmp_path: Path, run_id: s
 
 def test_orphaned_containers_are_reaped(tansu_image: str, tmp_path: Path, run_id: str) -> None:
     """A process SIGKILLed before its teardown leaves its container; the next start removes it."""
-    from pytest_kafka_mirror._docker import reap_orphans
+    from pytest_kafka_mirror.processes.docker import reap_orphans
 
     code = (
         "import sys, time\n"
@@ -143,7 +143,7 @@ def test_interrupted_run_leaves_no_container(
 
 
 def test_removing_an_image_tag_keeps_the_other_tags(tansu_image: str) -> None:
-    from pytest_kafka_mirror._docker import docker_client, image_present, remove_image
+    from pytest_kafka_mirror.processes.docker import docker_client, image_present, remove_image
 
     extra = f"kafka-mirror/tansu:test-{uuid.uuid4().hex[:8]}"
     client = docker_client()
@@ -157,7 +157,7 @@ def test_removing_an_image_tag_keeps_the_other_tags(tansu_image: str) -> None:
 
 
 def test_image_build_command_tags_the_image(tansu_image: str) -> None:
-    from pytest_kafka_mirror._docker import image_present, remove_image
+    from pytest_kafka_mirror.processes.docker import image_present, remove_image
 
     tag = f"kafka-mirror/tansu:cli-{uuid.uuid4().hex[:8]}"
     out = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "image", "build", "--tag", tag],

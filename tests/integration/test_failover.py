@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_kafka_mirror.capture.witness import WitnessLog, witness
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
-from pytest_kafka_mirror.failover import FailoverEntry, FailoverReport, check_failover
 from pytest_kafka_mirror.replicators import Knobs, ReplicatorOptions, make_replicator
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.run import MirrorRun
 from pytest_kafka_mirror.verify import MirrorMismatchError
-from pytest_kafka_mirror.witness import WitnessLog, witness
+from pytest_kafka_mirror.verify.failover import FailoverEntry, FailoverReport, check_failover
 from tests.fake_kafka import make_fake_kafka_home
 
 if TYPE_CHECKING:
@@ -188,7 +188,7 @@ def test_readme_failover_example(mirror_topics: MirrorTopics, mirror_producer: M
     text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     example = text.split("\n## Failover\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     namespace: dict[str, Any] = {}
-    exec(compile(example, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+    exec(compile(example, "README.md", "exec"), namespace)
     namespace["test_failover"](mirror_topics, mirror_producer, mirror_failover)
     (report,) = mirror_failover.reports
     assert {e.witness for e in report.entries} == {"mid", "end", "p2"}

@@ -142,7 +142,7 @@ def test_readme_fault_injection_example(
     mirror_verifier: MirrorVerifier,
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(_readme_example("Fault injection"), "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+    exec(compile(_readme_example("Fault injection"), "README.md", "exec"), namespace)
     namespace["test_drops_are_caught"](replicator, mirror_topics, mirror_producer, mirror_verifier)
     # The example proves something: its topic really lost records.
     (report,) = mirror_verifier.reports

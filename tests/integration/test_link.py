@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror._netem import shaping_unavailable
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
 from pytest_kafka_mirror.faults import FaultError, Link
+from pytest_kafka_mirror.faults.netem import shaping_unavailable
 
 pytestmark = pytest.mark.integration
 

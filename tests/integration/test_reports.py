@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kafka_mirror.config import OPTIONS_BY_NAME
-from pytest_kafka_mirror.storage import FileStorage, get_machine_id, load_run
+from pytest_kafka_mirror.report.storage import FileStorage, get_machine_id, load_run
 from tests.conftest import processes_tagged
 from tests.golden import assert_golden
 from tests.promtools import free_port, pushgateway, scrape, value

@@ -89,7 +89,7 @@ def test_latency_with_a_data_failure_stays_a_mirror_mismatch() -> None:
     ],
 )
 def test_failover_limits_are_checked_when_called(call: Any, message: str) -> None:
-    from pytest_kafka_mirror.failover import FailoverReport as FullReport
+    from pytest_kafka_mirror.verify.failover import FailoverReport as FullReport
 
     for cls in (FailoverReport, FullReport):
         with pytest.raises(ValueError, match=message):

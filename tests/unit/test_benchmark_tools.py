@@ -13,7 +13,7 @@ pytest.importorskip("numpy")
 from benchmarks._common import Figure, slope
 from benchmarks.bench_verify import COUNTED, _child, agree, figures, generate, numpy_verify, spark_figures
 from benchmarks.run import DOC_KIND, _previous, render
-from pytest_kafka_mirror.storage import FileStorage
+from pytest_kafka_mirror.report.storage import FileStorage
 from pytest_kafka_mirror.verify.oracle import oracle_report
 
 

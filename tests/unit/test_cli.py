@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror import cli
+from pytest_kafka_mirror.cli import commands as cli
 from pytest_kafka_mirror.cli import main
 from tests.stored import sample_report, sample_result, sample_run
 from tests.synthetic import SyntheticRun
@@ -89,7 +89,7 @@ def test_an_unexpected_error_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys
 
 
 def test_list_counts_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_kafka_mirror.storage import FileStorage
+    from pytest_kafka_mirror.report.storage import FileStorage
 
     storage = FileStorage(tmp_path)
     storage.save(sample_run(sample_result("t.py::test_a", sample_report())), "one")

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_kafka_mirror.compare import (
+from pytest_kafka_mirror.report.compare import (
     FIGURES,
     RegressionCheck,
     achieved_rate,

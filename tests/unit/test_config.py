@@ -99,8 +99,8 @@ def test_message_size_below_the_format_metadata_names_the_option(cli: dict, ini:
 
 
 def test_message_size_at_the_format_minimum_is_accepted() -> None:
-    from pytest_kafka_mirror.producer import new_producer_id
-    from pytest_kafka_mirror.records import RecordEncoder
+    from pytest_kafka_mirror.produce.producer import new_producer_id
+    from pytest_kafka_mirror.produce.records import RecordEncoder
 
     for fmt in ("headers", "body"):
         need = min_message_size(fmt)

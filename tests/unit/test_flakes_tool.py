@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -107,7 +106,7 @@ def test_render_table() -> None:
           1     0   301.2 s       2       0        1
           2     1   298.5 s       0       2        1  tests failed
           3     2  1800.0 s       0       2        0  timed out after 1800 s
-        3 run(s), 3 test(s): 4 failure(s); 2 flaky test(s) (failed and passed), 0 always failing; 2 run(s) not clean; exit codes 0, 1, 2""")  # noqa: E501
+        3 run(s), 3 test(s): 4 failure(s); 2 flaky test(s) (failed and passed), 0 always failing; 2 run(s) not clean; exit codes 0, 1, 2""")
 
 
 def test_render_cuts_long_messages_and_marks_always_failing() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_kafka_mirror._gaps import GapGuard
+from pytest_kafka_mirror.capture.gaps import GapGuard
 
 
 @dataclass

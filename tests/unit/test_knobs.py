@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror.records import RecordEncoder, decode
+from pytest_kafka_mirror.produce.records import RecordEncoder, decode
 from pytest_kafka_mirror.replicators import FaultLedger, Knobs, parse_knobs, parse_replicator_spec
 from pytest_kafka_mirror.replicators.reference.knobs import FaultEngine, Ledger, MirrorRecord, ledger_dump
 from pytest_kafka_mirror.verify import MirrorReport

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.capture import LiveFigures
-from pytest_kafka_mirror.metrics import (
+from pytest_kafka_mirror.capture.target import LiveFigures
+from pytest_kafka_mirror.produce.producer import MirrorProducer, TopicLanes
+from pytest_kafka_mirror.report.metrics import (
     ListenAddress,
     MetricsService,
     MetricsSpool,
@@ -18,7 +19,6 @@ from pytest_kafka_mirror.metrics import (
     parse_listen_address,
     parse_pushgateway,
 )
-from pytest_kafka_mirror.producer import MirrorProducer, TopicLanes
 from pytest_kafka_mirror.rundir import write_json_atomic
 from tests.promtools import pushgateway, scrape, value
 from tests.unit.test_producer import FakeClient

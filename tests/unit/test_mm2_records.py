@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kafka_mirror.mm2_records import (
+from pytest_kafka_mirror.replicators.mm2_records import (
     Checkpoint,
     Heartbeat,
     MM2Names,

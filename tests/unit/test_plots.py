@@ -10,8 +10,8 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_kafka_mirror.compare import SUMMARY_COLUMNS, summary_row
-from pytest_kafka_mirror.plots import histogram_svg, latency_svg, nice_ticks, rate_svg, write_index, write_plots
+from pytest_kafka_mirror.report.compare import SUMMARY_COLUMNS, summary_row
+from pytest_kafka_mirror.report.plots import histogram_svg, latency_svg, nice_ticks, rate_svg, write_index, write_plots
 from pytest_kafka_mirror.verify import LatencyStats, MirrorReport
 
 SVG = "{http://www.w3.org/2000/svg}"

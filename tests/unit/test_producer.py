@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror.producer import MirrorProducer, ProducerError, RateProfile, TopicLanes, _merge
-from pytest_kafka_mirror.records import Kind, decode
+from pytest_kafka_mirror.produce.producer import MirrorProducer, ProducerError, RateProfile, TopicLanes, _merge
+from pytest_kafka_mirror.produce.records import Kind, decode
 
 
 class FakeError:

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror import producer as producer_module
+from pytest_kafka_mirror.produce import producer as producer_module
 from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
-from pytest_kafka_mirror.producer import LAG_LIMIT_S, LAG_WINDOW_S, MirrorProducer, TopicLanes, _LagWatch
+from pytest_kafka_mirror.produce.producer import LAG_LIMIT_S, LAG_WINDOW_S, MirrorProducer, TopicLanes, _LagWatch
 from pytest_kafka_mirror.rundir import Manifest
 
 EPOCH = 1_780_000_000.0

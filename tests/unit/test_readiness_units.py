@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror.capture import merge_progress
+from pytest_kafka_mirror.capture.target import merge_progress
+from pytest_kafka_mirror.produce.records import Kind, decode, parse_warmup, warmup_value
 from pytest_kafka_mirror.provisioning import TopicDeclaration, TopicPool, declarations, resolve_mode
-from pytest_kafka_mirror.records import Kind, decode, parse_warmup, warmup_value
 from pytest_kafka_mirror.replicators import Behaviour, parse_replicator_spec
 from pytest_kafka_mirror.replicators._readiness import TopicReadiness
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator

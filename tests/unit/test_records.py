@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kafka_mirror.records import (
+from pytest_kafka_mirror.produce.records import (
     CHECKSUM_LEN,
-    HDR_SEQ,
     FORMATS,
+    HDR_SEQ,
     Kind,
     RecordEncoder,
     decode,

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.compare import RegressionCheck
 from pytest_kafka_mirror.config import (
     FLAG,
     LATEST,
@@ -18,7 +17,8 @@ from pytest_kafka_mirror.config import (
     SettingsError,
     resolve_settings,
 )
-from pytest_kafka_mirror.metrics import ListenAddress
+from pytest_kafka_mirror.report.compare import RegressionCheck
+from pytest_kafka_mirror.report.metrics import ListenAddress
 
 SAVE = OPTIONS_BY_NAME["save"]
 AUTOSAVE = OPTIONS_BY_NAME["autosave"]

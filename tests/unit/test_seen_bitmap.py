@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from pytest_kafka_mirror.capture import CHUNK_BITS, SeenBitmap
+from pytest_kafka_mirror.capture.target import CHUNK_BITS, SeenBitmap
 
 
 def test_add_counts_distinct_and_reports_duplicates() -> None:

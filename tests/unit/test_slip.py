@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_kafka_mirror._slip import SlipHistogram, _index, _upper_edge
+from pytest_kafka_mirror.produce.slip import SlipHistogram, _index, _upper_edge
 
 
 def _brute(passes: list[tuple[float, float, int]]) -> tuple[dict[int, int], list[float]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kafka_mirror.cli import main
-from pytest_kafka_mirror.storage import (
+from pytest_kafka_mirror.report.storage import (
     STORED_RUN_VERSION,
     FileStorage,
     StorageError,

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..._process import ManagedProcess, wait_until
+from ...processes.managed import ManagedProcess, wait_until
 from ...rundir import write_json_atomic
 from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
 from ..base import NamingPolicy, ReplicatorError

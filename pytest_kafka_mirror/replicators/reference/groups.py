@@ -18,9 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...mm2_records import OffsetSync
 from ...rundir import write_json_atomic
 from .._checkpoints import EMITTER_HEADER, CheckpointSettings, CheckpointTask, KnobView, SyncStore, SyncTracker
+from ..mm2_records import OffsetSync
 from .discovery import create_topic
 
 __all__ = ["GroupSync"]

@@ -51,8 +51,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from ...records import HDR_PRODUCER, Kind, decode
-from ...verify.report import compact_ranges
+from ...produce.records import HDR_PRODUCER, Kind, compact_ranges, decode
 
 __all__ = ["CHECKPOINT_KNOBS", "LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord",
            "ledger_dump", "parse_knobs", "resolve", "unit"]
@@ -211,7 +210,7 @@ class MirrorRecord:
         rec = cls(topic, partition, offset, key, value, headers, timestamp)
         try:
             d = decode(key, value, headers)
-        except Exception:  # noqa: BLE001 - not ours: passes through untouched
+        except Exception:
             return rec
         if d.kind in (Kind.HEADERS, Kind.BODY) and None not in (d.producer_id, d.lane, d.seq):
             rec.producer_id, rec.lane, rec.seq = d.producer_id, d.lane, d.seq

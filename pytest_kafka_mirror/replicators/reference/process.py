@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = _settings(args.properties)
     if settings is None:
         return 2
-    from ..._gaps import GapGuard
+    from ...capture.gaps import GapGuard
     from .behaviour import Behaviour
     from .control import FaultControl
     from .discovery import Discovery

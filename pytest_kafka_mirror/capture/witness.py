@@ -21,7 +21,7 @@ takes half a session timeout).  It remembers what it consumed as runs of consecu
 source offsets of one lane with consecutive sequence numbers, so for any committed
 offset U the records the group had consumed — those at source offsets below U — are
 known exactly.  Each witness writes ``RUN_DIR/witness-<group>.json`` (:class:`WitnessLog`),
-which :mod:`pytest_kafka_mirror.failover` reads.
+which :mod:`pytest_kafka_mirror.verify.failover` reads.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._gaps import GapGuard
-from .rundir import Manifest, write_json_atomic
+from ..rundir import Manifest, write_json_atomic
+from .gaps import GapGuard
 
 __all__ = ["END", "Witness", "WitnessError", "WitnessLog", "WitnessMonitor", "load_witness_logs", "witness"]
 
@@ -174,7 +174,7 @@ class _Reader:
     def __init__(self, spec: Witness, group: str, partitions: dict[str, list[int]], bootstrap: str) -> None:
         from confluent_kafka import Consumer, TopicPartition
 
-        from ._kafkalog import with_logger
+        from .._kafkalog import with_logger
 
         self.spec = spec
         self.log = WitnessLog(spec.name, group, partitions)
@@ -197,7 +197,7 @@ class _Reader:
         self.consumer.assign([TopicPartition(t, p, 0) for (t, p) in self.position])
 
     def read(self, timeout: float) -> int:
-        from .records import Kind, decode
+        from ..produce.records import Kind, decode
 
         msgs: Sequence[Any] = self.gaps.filter(self.consumer.consume(500, timeout))
         for m in msgs:
@@ -315,7 +315,7 @@ class WitnessMonitor:
                     if not r.pending:
                         r.close()
                         active.remove(r)
-        except BaseException as exc:  # noqa: BLE001 - raised again by finish()
+        except BaseException as exc:
             self.error = exc
         finally:
             for r in active:

@@ -3,7 +3,7 @@
 One Python process hands a Kafka client a few hundred thousand records a second at best
 (see the README's Performance section); a replicator carrying more than that needs a
 load generator that is not the bottleneck.  :class:`ProducerGroup` runs N
-:class:`~pytest_kafka_mirror.producer.MirrorProducer` processes:
+:class:`~pytest_kafka_mirror.produce.producer.MirrorProducer` processes:
 
 * each has its own producer id, so its lanes, sequences and manifest are its own and the
   verifier needs nothing new: a run with N producer processes is a run with N producers;
@@ -18,7 +18,7 @@ The processes talk to this controller through small files in a work directory (t
 directory's ``producers/``), like the capture: ``spec.json``, then per process
 ``ready-I.json``, ``counts-I.json``, ``result-I.json`` or ``error-I.txt``; and from the
 controller ``start.json`` and ``stop``.  Every process is a
-:class:`~pytest_kafka_mirror._process.ManagedProcess`: stopped on failure, on Ctrl-C and
+:class:`~pytest_kafka_mirror.processes.managed.ManagedProcess`: stopped on failure, on Ctrl-C and
 when this process dies.
 """
 
@@ -35,7 +35,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ._warnings import PytestKafkaMirrorWarning
+from .._warnings import PytestKafkaMirrorWarning
+from ..rundir import Manifest, write_json_atomic
 from .producer import (
     PROGRESS_EVERY,
     CountsCallback,
@@ -47,7 +48,6 @@ from .producer import (
     validate_run,
 )
 from .records import MAX_PRODUCER_ID
-from .rundir import Manifest, write_json_atomic
 
 __all__ = ["ProducerGroup"]
 
@@ -126,7 +126,7 @@ class ProducerGroup:
     ) -> list[Manifest]:
         """:meth:`MirrorProducer.run` over N processes; one manifest per process (not yet
         written to the run directory), in process order."""
-        from ._process import ManagedProcess
+        from ..processes.managed import ManagedProcess
 
         profile, count = validate_run(topics, rate, duration, count)
         self.check_size(topics)
@@ -157,7 +157,7 @@ class ProducerGroup:
         procs = [
             ManagedProcess(
                 f"producer {pid}",
-                [sys.executable, "-m", "pytest_kafka_mirror.producer_group", str(self.work_dir), str(i)],
+                [sys.executable, "-m", "pytest_kafka_mirror.produce.group", str(self.work_dir), str(i)],
                 self.work_dir / f"producer-{i}.log",
             )
             for i, pid in enumerate(self.producer_ids)
@@ -293,7 +293,7 @@ def _worker(work_dir: Path, index: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     work_dir, index = Path(args[0]), int(args[1])
-    from ._kafkalog import log_to
+    from .._kafkalog import log_to
 
     log_to(sys.stdout, f"producer-{index}")
     try:
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     except ProducerError as exc:
         (work_dir / f"error-{index}.txt").write_text(str(exc))
         return 1
-    except Exception:  # noqa: BLE001 - reported to the controller with its traceback
+    except Exception:
         (work_dir / f"error-{index}.txt").write_text(traceback.format_exc(limit=8))
         return 1
 

@@ -46,8 +46,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .capture import merge_progress
-from .rundir import write_json_atomic
+from ..capture.target import merge_progress
+from ..rundir import write_json_atomic
 
 __all__ = [
     "JOB",
@@ -316,7 +316,7 @@ class MetricsService:
         while not self._stop.wait(self.push_interval):
             try:
                 self.push()
-            except Exception as exc:  # noqa: BLE001 - a gateway hiccup must not end a soak; counted, shown at the end
+            except Exception as exc:
                 self.push_errors += 1
                 self.last_push_error = str(exc)
                 log.warning("push to %s failed: %s", self.pushgateway, exc)
@@ -330,7 +330,7 @@ class MetricsService:
             return None
         try:
             self.push()
-        except Exception as exc:  # noqa: BLE001 - reported in the terminal summary, figures are saved anyway
+        except Exception as exc:
             self.push_errors += 1
             self.last_push_error = str(exc)
             return f"the final push to {self.pushgateway} failed: {exc}"

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import config
+from .. import config
 
 __all__ = ["add_stage_commands", "parse_rate", "parse_topics_map"]
 
@@ -90,7 +90,7 @@ def _argument(parse: Callable[[str], Any], name: str) -> Callable[[str], Any]:
 
 
 def _naming(text: str) -> Any:
-    from .replicators import parse_naming
+    from ..replicators import parse_naming
 
     return _argument(parse_naming, "naming")(text)
 
@@ -111,11 +111,11 @@ def _interrupt_on_sigterm() -> None:
 
 
 def _cmd_produce(args: argparse.Namespace) -> int:
-    from .clusters.base import ClusterError
-    from .clusters.bootstrap import BootstrapCluster
-    from .producer import MirrorProducer, ProducerError, TopicLanes
-    from .producer_group import ProducerGroup
-    from .rundir import write_json_atomic
+    from ..clusters.base import ClusterError
+    from ..clusters.bootstrap import BootstrapCluster
+    from ..produce.group import ProducerGroup
+    from ..produce.producer import MirrorProducer, ProducerError, TopicLanes
+    from ..rundir import write_json_atomic
 
     if args.duration is None and args.count is None:
         print("kafka-mirror produce: give --duration SECONDS or --count RECORDS (per topic)", file=sys.stderr)
@@ -188,7 +188,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
 
 
 def _cmd_capture(args: argparse.Namespace) -> int:
-    from .capture import Capture, CaptureError
+    from ..capture.target import Capture, CaptureError
 
     if args.topics_map:
         mapping = args.topics_map
@@ -220,8 +220,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
 
 def add_stage_commands(sub: Any) -> None:
     """Add ``produce`` and ``capture`` to the ``kafka-mirror`` subcommands."""
-    from .records import FORMATS
-    from .replicators import NamingPolicy
+    from ..produce.records import FORMATS
+    from ..replicators import NamingPolicy
 
     p = sub.add_parser("produce", help="produce test records to a source cluster; writes manifests to a run directory",
                        description="Produce sequence-numbered test records and write the manifests (what the "

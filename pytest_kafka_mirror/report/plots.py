@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .verify.report import MirrorReport
+    from ..verify.report import MirrorReport
 
 __all__ = ["PLOT_KINDS", "bar_chart", "line_chart", "write_index", "write_plots"]
 

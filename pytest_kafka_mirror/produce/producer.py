@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from ._slip import SlipHistogram
-from ._warnings import PytestKafkaMirrorWarning
+from .._warnings import PytestKafkaMirrorWarning
+from ..rundir import LaneManifest, Manifest
 from .records import FORMATS, HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS, SEQ_WIDTH, VARIANTS, RecordEncoder, metadata_size
-from .rundir import LaneManifest, Manifest
+from .slip import SlipHistogram
 
 __all__ = ["MirrorProducer", "ProducerError", "RateProfile", "TopicLanes", "new_producer_id"]
 
@@ -364,7 +364,7 @@ class MirrorProducer:
     >>> manifest = p.run([TopicLanes("orders", 4)], rate=1000, duration=10)  # doctest: +SKIP
 
     Several producer processes (for rates one core cannot reach) are a
-    :class:`~pytest_kafka_mirror.producer_group.ProducerGroup`.
+    :class:`~pytest_kafka_mirror.produce.group.ProducerGroup`.
     """
 
     def __init__(
@@ -426,7 +426,7 @@ class MirrorProducer:
         """The client, and the seconds its warm-up record took (None without a warm-up topic)."""
         from confluent_kafka import KafkaException, Producer
 
-        from ._kafkalog import with_logger
+        from .._kafkalog import with_logger
 
         try:
             producer = (self.client_factory or Producer)(with_logger(self.config))
@@ -739,7 +739,7 @@ class MirrorProducer:
         never got an answer; returns how many are still unaccounted for."""
         try:
             producer.purge(in_queue=True, in_flight=True)
-        except Exception as exc:  # noqa: BLE001 - an old or odd client: nothing more to learn
+        except Exception as exc:
             log.error("producer %s: purge after the flush timeout failed: %s", self.producer_id, exc)
             return len(producer)
         deadline = time.monotonic() + 5.0

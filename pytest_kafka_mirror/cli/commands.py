@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .config import LIST, OPTIONS_BY_NAME, Option
+from ..config import LIST, OPTIONS_BY_NAME, Option
 
 __all__ = ["CliError", "main"]
 
@@ -71,8 +71,8 @@ class CliError(Exception):
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from .rundir import REPORT_FILE, SOURCE_DIR, load_manifests
-    from .verify import MirrorMismatchError, stop_spark, verify_run
+    from ..rundir import REPORT_FILE, SOURCE_DIR, load_manifests
+    from ..verify import MirrorMismatchError, stop_spark, verify_run
 
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
@@ -122,8 +122,8 @@ def _what_is(data: Any) -> str | None:
 
 def _load_report(arg: str) -> Any:
     """The MirrorReport ``arg`` names; CliError says what the file is instead."""
-    from .rundir import REPORT_FILE
-    from .verify import MirrorReport
+    from ..rundir import REPORT_FILE
+    from ..verify import MirrorReport
 
     path = Path(arg)
     if path.is_dir():
@@ -158,8 +158,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from .compare import compare_runs
-    from .storage import FileStorage, StorageError, load_run, run_label
+    from ..report.compare import compare_runs
+    from ..report.storage import FileStorage, StorageError, load_run, run_label
 
     storage = FileStorage(args.storage)
     try:
@@ -177,7 +177,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _cmd_list(args: argparse.Namespace) -> int:
-    from .storage import FileStorage, StorageError, load_run, run_label
+    from ..report.storage import FileStorage, StorageError, load_run, run_label
 
     storage = FileStorage(args.storage)
     machines = [storage.machine_id, *storage.other_machines()]
@@ -201,7 +201,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_broker(args: argparse.Namespace) -> int:
-    from .clusters.tansu import TansuCluster
+    from ..clusters.tansu import TansuCluster
 
     with TansuCluster("broker", tempfile.mkdtemp(prefix="kafka-mirror-broker-")) as cluster:
         print(f"tansu broker at {cluster.bootstrap_servers} (memory storage); Ctrl-C stops it", flush=True)
@@ -214,11 +214,12 @@ def _cmd_broker(args: argparse.Namespace) -> int:
 
 
 def _cmd_image_build(args: argparse.Namespace) -> int:
-    from ._docker import DockerUnavailable, build_tansu_image
+    from ..clusters.container import build_local_tansu
+    from ..processes.docker import DockerUnavailable
 
     t0 = time.monotonic()
     try:
-        image_id = build_tansu_image(args.tag, binary=args.binary)
+        image_id = build_local_tansu(args.tag, binary=args.binary)
     except DockerUnavailable as exc:
         print(f"kafka-mirror image build: {exc}", file=sys.stderr)
         return 2
@@ -227,7 +228,7 @@ def _cmd_image_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_containers(args: argparse.Namespace) -> int:
-    from ._docker import DockerUnavailable, containers, reap_orphans, remove_containers
+    from ..processes.docker import DockerUnavailable, containers, reap_orphans, remove_containers
 
     try:
         if args.remove:
@@ -268,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--allow-source-loss", action="store_true",
                    help="records the source cluster lost do not fail the run (needs a run with a source capture)")
     v.set_defaults(func=_cmd_verify)
-    from ._cli_stages import add_stage_commands
+    from .stages import add_stage_commands
 
     add_stage_commands(sub)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
@@ -287,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=_cmd_show)
     b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port")
     b.set_defaults(func=_cmd_broker)
-    from ._docker import DEFAULT_TANSU_IMAGE  # cheap: docker itself is imported on use
+    from ..processes.docker import DEFAULT_TANSU_IMAGE  # cheap: docker itself is imported on use
 
     img = sub.add_parser("image", help="container images for the container: cluster backend")
     img_sub = img.add_subparsers(dest="image_command", required=True)
@@ -323,7 +324,7 @@ def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None
 def _kafka_messages(verbose: bool) -> Iterator[None]:
     """librdkafka's messages (``_kafkalog``): on stderr with ``-v``, else nowhere, so an
     error stays one line.  Restored afterwards (tests call :func:`main` in-process)."""
-    from ._kafkalog import LOGGER_NAME
+    from .._kafkalog import LOGGER_NAME
 
     logger = logging.getLogger(LOGGER_NAME)
     saved = (logger.handlers[:], logger.level, logger.propagate)

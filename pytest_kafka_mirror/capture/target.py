@@ -1,6 +1,6 @@
 """Capture: read the target topics into columnar segments, stamping arrival time.
 
-The capture runs as its own process (``python -m pytest_kafka_mirror.capture``) so that
+The capture runs as its own process (``python -m pytest_kafka_mirror.capture.target``) so that
 its arrival timestamps do not wait on the producer for the GIL.  It:
 
 * assigns every partition of the (mapped) target topics from the beginning as soon as
@@ -51,8 +51,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ._gaps import GapGuard
-from .rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
+from ..rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
+from .gaps import GapGuard
 
 __all__ = ["PRODUCE_DONE", "Capture", "CaptureError", "SeenBitmap", "group_file", "merge_progress"]
 
@@ -219,7 +219,7 @@ class _Writer:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from .rundir import capture_schema
+        from ..rundir import capture_schema
 
         self.schema = capture_schema()
         pq.write_table(self.schema.empty_table(), pa.BufferOutputStream(), compression="zstd")
@@ -255,8 +255,8 @@ class _CaptureProcess:
     def __init__(self, args: argparse.Namespace) -> None:
         from confluent_kafka import Consumer
 
-        from ._kafkalog import with_logger
-        from .verify.job import DEFAULT_BOUNDS
+        from .._kafkalog import with_logger
+        from ..rundir import DEFAULT_BOUNDS
 
         self.args = args
         self.run_dir = Path(args.run_dir)
@@ -323,7 +323,7 @@ class _CaptureProcess:
         """One batch: decode, keep rows, mark seen sequences, count live figures."""
         from confluent_kafka import KafkaError
 
-        from .records import FOREIGN, HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS, Kind, decode
+        from ..produce.records import FOREIGN, HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS, Kind, decode
 
         # Messages as Any: the client's stubs type every field optional, which the branches
         # below handle (a record without a key or value is decode()'s business).
@@ -390,7 +390,7 @@ class _CaptureProcess:
                     evidence = (
                         f"key={(key or b'')[:40]!r} value={(value or b'')[:80]!r}" if d.kind is Kind.FOREIGN else None
                     )
-                except Exception as exc:  # noqa: BLE001 - one odd record must not end the capture
+                except Exception as exc:
                     d, size, evidence = FOREIGN, 0, f"undecodable record: {exc!r}"[:200]
                 if d.kind is Kind.WARMUP:  # readiness proof, not a record of the run: counted, not kept
                     warmup += 1
@@ -498,7 +498,7 @@ class _CaptureProcess:
             if (now >= next_meta and len(self.assigned) < len(self.mapping)) or now >= next_meta + 1.0:
                 try:
                     self.refresh_assignment()
-                except Exception as exc:  # noqa: BLE001 - KafkaException: retried
+                except Exception as exc:
                     print(f"capture: metadata refresh failed (will retry): {exc}", flush=True)
                 next_meta = now + 0.05
             self.consume()
@@ -584,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--group", type=int, default=0, help="this process's partition group")
     ap.add_argument("--groups", type=int, default=1, help="capture processes: partition P goes to group P %% GROUPS")
     args = ap.parse_args(argv)
-    from ._kafkalog import log_to
+    from .._kafkalog import log_to
 
     log_to(sys.stdout, "capture")  # librdkafka's messages into the log file, deduplicated
     return _run(args)
@@ -666,13 +666,13 @@ class Capture:
         return self.run_dir / group_file(name, group, self.processes_wanted)
 
     def start(self) -> Capture:
-        from ._process import ManagedProcess, wait_until
+        from ..processes.managed import ManagedProcess, wait_until
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         n = self.processes_wanted
         for g in range(n):
             argv = [
-                sys.executable, "-m", "pytest_kafka_mirror.capture",
+                sys.executable, "-m", "pytest_kafka_mirror.capture.target",
                 "--bootstrap", self.bootstrap_servers,
                 "--run-dir", str(self.run_dir),
                 "--topics", json.dumps({t: s for s, t in self.topics.items()}),
@@ -773,7 +773,7 @@ class Capture:
 
         ``partitions`` maps target topic -> expected partition count.
         """
-        from ._process import wait_until
+        from ..processes.managed import wait_until
 
         t0 = time.monotonic()
 

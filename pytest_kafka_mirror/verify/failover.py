@@ -6,7 +6,7 @@ offsets translated by the replicator: the group's committed offsets on the targe
 (``<source>.checkpoints.internal``, what ``RemoteClusterUtils.translateOffsets`` reads).
 :func:`check_failover` reads both the way a failing-over consumer would, after the run,
 and checks them against the data — never against watermarks (Tansu's are wrong): the
-witness groups (:mod:`~pytest_kafka_mirror.witness`) know exactly which records each
+witness groups (:mod:`~pytest_kafka_mirror.capture.witness`) know exactly which records each
 group had consumed at each committed offset, and the capture knows which record sits at
 each target offset.  Per witness group and partition, and per way of translating
 (``via="checkpoint"`` / ``"synced"``):
@@ -68,14 +68,14 @@ from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .verify.failover_report import MAX_SHOWN, when
-from .verify.failover_report import FailoverEntry as _BaseEntry
-from .verify.failover_report import FailoverReport as _BaseReport
-from .verify.report import format_table
-from .witness import WitnessLog, load_witness_logs
+from ..capture.witness import WitnessLog, load_witness_logs
+from .failover_report import MAX_SHOWN, when
+from .failover_report import FailoverEntry as _BaseEntry
+from .failover_report import FailoverReport as _BaseReport
+from .report import format_table
 
 if TYPE_CHECKING:
-    from .replicators._checkpoints import CheckpointSettings
+    from ..replicators._checkpoints import CheckpointSettings
 
 __all__ = ["FAILOVER_FILE", "FailoverEntry", "FailoverError", "FailoverReport", "SeenSync", "SyncHistory",
            "check_failover", "read_offset_syncs"]
@@ -124,7 +124,7 @@ class _TargetReader:
         from confluent_kafka import Consumer
         from confluent_kafka.admin import AdminClient
 
-        from ._kafkalog import with_logger
+        from .._kafkalog import with_logger
 
         self.settings = settings
         self.groups = list(groups)
@@ -162,8 +162,8 @@ class _TargetReader:
         nothing new came for 0.2 s (bounded by ``limit`` seconds)."""
         from confluent_kafka import KafkaError
 
-        from .mm2_records import Checkpoint, Heartbeat, RecordFormatError
-        from .replicators._checkpoints import EMITTER_HEADER
+        from ..replicators._checkpoints import EMITTER_HEADER
+        from ..replicators.mm2_records import Checkpoint, Heartbeat, RecordFormatError
 
         self._assign()
         groups = set(self.groups)
@@ -281,7 +281,7 @@ def _ranges_rows(pid: str, lane: int, pairs: list[tuple[int, int]]) -> list[dict
 
 def _load_capture(run_dir: Path, topics: Iterable[str]) -> tuple[dict[tuple[str, int], _Partition], dict[str, Any]]:
     """Target partitions of ``topics`` (source names) as captured, and the capture status."""
-    from .rundir import CAPTURE_DIR, CAPTURE_STATUS
+    from ..rundir import CAPTURE_DIR, CAPTURE_STATUS
 
     wanted = set(topics)
     parts: dict[tuple[str, int], _Partition] = {}
@@ -376,7 +376,7 @@ class SyncHistory:
 
     def __init__(self, syncs: Sequence[SeenSync], *, read_lag_s: float = SYNC_READ_LAG_S,
                  lead_s: float = SYNC_LEAD_S) -> None:
-        from .replicators._checkpoints import SyncStore
+        from ..replicators._checkpoints import SyncStore
 
         self.syncs = list(syncs)
         self.read_lag_ms, self.lead_ms = int(read_lag_s * 1000), int(lead_s * 1000)
@@ -415,8 +415,8 @@ def read_offset_syncs(bootstrap: str, topic: str, *, quiet: float = 0.5,
     from confluent_kafka import Consumer, TopicPartition
     from confluent_kafka.admin import AdminClient
 
-    from ._kafkalog import with_logger
-    from .mm2_records import OffsetSync, RecordFormatError
+    from .._kafkalog import with_logger
+    from ..replicators.mm2_records import OffsetSync, RecordFormatError
 
     topics = AdminClient(with_logger({"bootstrap.servers": bootstrap})).list_topics(timeout=10).topics
     if topic not in topics or topics[topic].error is not None:
@@ -712,7 +712,7 @@ def check_failover(
     sync_note = None
     if settings.emit_checkpoints:
         state.syncs, state.syncs_note, sync_note = _offset_syncs(settings, source_bootstrap, target_bootstrap)
-    from .rundir import load_manifests
+    from ..rundir import load_manifests
 
     starts = [m.started_us / 1e6 for m in load_manifests(run) if m.started_us]
     report = evaluate(logs, parts, state, settings, rename, reset=reset, run_dir=str(run),

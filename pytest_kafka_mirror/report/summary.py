@@ -22,13 +22,11 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .compare import SUMMARY_COLUMNS, SUMMARY_LEGEND, Comparison, compare_runs, summary_row
-from .config import Settings
-from .session import KafkaMirrorSession
 from .storage import (
     FileStorage,
     StorageError,
@@ -39,6 +37,10 @@ from .storage import (
     load_run,
     run_label,
 )
+
+if TYPE_CHECKING:  # the pytest layer above: types only
+    from ..config import Settings
+    from ..session import KafkaMirrorSession
 
 __all__ = ["RESULTS_ATTR", "SPOOL_KEY", "SessionReporting"]
 
@@ -122,7 +124,7 @@ class SessionReporting:
             ) from None
         try:
             self.metrics.start_pushing()
-        except Exception as exc:  # noqa: BLE001 - urllib / HTTP errors of the first push
+        except Exception as exc:
             self.metrics.stop()
             self._remove_spool()
             raise pytest.UsageError(
@@ -198,7 +200,7 @@ class SessionReporting:
         run = build_run(results, settings=s, metadata=metadata, commit_info=get_commit_info(self.config.rootpath))
         if results:
             self.session_file = s.report_dir / SESSION_FILE
-            from .rundir import write_json_atomic
+            from ..rundir import write_json_atomic
 
             self.session.report_files()
             write_json_atomic(self.session_file, run)
@@ -248,7 +250,7 @@ class SessionReporting:
             title = f"interrupted after {title or 'no verified run'}"
         tr.write_sep("=", f"kafka-mirror: {title}" if title else "kafka-mirror")
         if results:
-            from .verify.report import format_table
+            from ..verify.report import format_table
 
             rows = [summary_row(r.key, r.figures) for r in results]
             tr.write_line(format_table(rows, SUMMARY_COLUMNS, limit=len(rows)))
@@ -299,7 +301,7 @@ class SessionReporting:
     def _written_here(self) -> int:
         """How many files this session's processes wrote to the report directory (the
         workers' reports of an interrupted test reach the list, not this process)."""
-        from .session import WRITTEN_LIST
+        from ..rundir import WRITTEN_LIST
 
         try:
             lines = (self.settings.report_dir / WRITTEN_LIST).read_text().splitlines()

@@ -18,6 +18,7 @@ import ctypes
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -26,8 +27,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-
-__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "register_cleanup", "stop_registered", "wait_until"]
+__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "register_cleanup", "tcp_reachable", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
@@ -42,10 +42,10 @@ def detached(watch_pid: int, registry: Path) -> Iterator[None]:
 
     Used for clusters shared by the xdist workers of a run: the worker that starts them
     must not take them down when it exits.  Each process is started under
-    ``pytest_kafka_mirror._supervise`` (which ends it when ``watch_pid``, the xdist
+    ``pytest_kafka_mirror.processes.supervise`` (which ends it when ``watch_pid``, the xdist
     controller, is gone), is not killed by this process's exit hooks, and the
     supervisor's pid is appended to ``registry`` so the controller can stop it at the end
-    of the run (:func:`stop_registered`).
+    of the run (:func:`.cleanup.stop_registered`).
     """
     global _detach
     with _lock:
@@ -55,39 +55,6 @@ def detached(watch_pid: int, registry: Path) -> Iterator[None]:
     finally:
         with _lock:
             _detach = previous
-
-
-def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
-    """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`), SIGKILL
-    those still alive after ``timeout``, and remove the containers listed there; returns
-    the pids that were running."""
-    try:
-        entries = registry.read_text().split()
-    except OSError:
-        return []
-    containers = [e.split(":", 1)[1] for e in entries if e.startswith("container:")]
-    pids = [int(e) for e in entries if e.isdigit()]
-    if containers:
-        from ._docker import remove_named_containers
-
-        remove_named_containers(containers)
-    running = []
-    for pid in pids:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-            running.append(pid)
-        except (ProcessLookupError, PermissionError):
-            pass
-    deadline = time.monotonic() + timeout
-    for pid in running:
-        while time.monotonic() < deadline and _pid_alive(pid):
-            time.sleep(0.05)
-        if _pid_alive(pid):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-    return running
 
 
 def _pid_alive(pid: int) -> bool:
@@ -132,7 +99,7 @@ def _spawner_loop(q: queue.Queue[Any]) -> None:
         fn, box, done = q.get()
         try:
             box.append((True, fn()))
-        except BaseException as exc:  # noqa: BLE001 - handed back to the caller
+        except BaseException as exc:
             box.append((False, exc))
         done.set()
 
@@ -218,7 +185,7 @@ class ManagedProcess:
         detach = _detach
         argv = self.argv
         if detach is not None:
-            argv = [sys.executable, "-m", "pytest_kafka_mirror._supervise", "--watch", str(detach[0]), "--", *argv]
+            argv = [sys.executable, "-m", "pytest_kafka_mirror.processes.supervise", "--watch", str(detach[0]), "--", *argv]
         log = open(self.log_path, "ab")
         try:
             self.proc = _spawn(
@@ -365,12 +332,12 @@ def _kill_all() -> None:
     for p in list(_live.values()):
         try:
             p.kill()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+        except Exception:
             pass
     for fn in list(_cleanups):
         try:
             fn()
-        except Exception:  # noqa: BLE001 - best effort at interpreter exit
+        except Exception:
             pass
 
 
@@ -394,3 +361,11 @@ def _install_sigterm_handler() -> None:
 
 
 _install_sigterm_handler()
+
+
+def tcp_reachable(host: str, port: int, timeout: float = 0.2) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False

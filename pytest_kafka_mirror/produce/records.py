@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "WARMUP",
     "WARMUP_PREFIX",
     "RecordEncoder",
+    "compact_ranges",
     "decode",
     "metadata_size",
     "parse_warmup",
@@ -269,3 +271,14 @@ def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, byte
         # whose headers the replicator dropped.
         return Decoded(Kind.HEADERLESS, None, _lane_of(key), None, None, True)
     return FOREIGN
+
+
+def compact_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:
+    """Compact integers into sorted inclusive ``(first, last)`` ranges (duplicates ignored)."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(set(seqs)):
+        if out and s == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s)
+        else:
+            out.append((s, s))
+    return out

@@ -36,10 +36,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .verify.report import TOTAL_FIELDS, format_table
+from ..verify.report import TOTAL_FIELDS, format_table
 
 if TYPE_CHECKING:
-    from .verify.report import MirrorReport
+    from ..verify.report import MirrorReport
 
 __all__ = [
     "FIGURES",

@@ -1,6 +1,6 @@
 """A supervisor that keeps one command alive exactly as long as a watched process lives.
 
-``python -m pytest_kafka_mirror._supervise --watch PID --ready FILE -- COMMAND...``
+``python -m pytest_kafka_mirror.processes.supervise --watch PID --ready FILE -- COMMAND...``
 
 Clusters shared by the xdist workers of one run are started by whichever worker needs
 them first, but must outlive that worker and must not outlive the run.  A child's
@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._process import _pdeathsig, _pid_alive
+from .managed import _pdeathsig, _pid_alive
 
 __all__ = ["main"]
 

@@ -1,0 +1,5 @@
+import sys
+
+from .target import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""Stopping what a session detached (:func:`~.managed.detached`): the supervisors listed in
+a registry file and the containers they own.  Apart from :mod:`.managed` because it needs
+both the process layer and the container layer (:mod:`.docker`), which builds on it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+from .docker import remove_named_containers
+from .managed import _pid_alive
+
+__all__ = ["stop_registered"]
+
+
+def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
+    """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`), SIGKILL
+    those still alive after ``timeout``, and remove the containers listed there; returns
+    the pids that were running."""
+    try:
+        entries = registry.read_text().split()
+    except OSError:
+        return []
+    containers = [e.split(":", 1)[1] for e in entries if e.startswith("container:")]
+    pids = [int(e) for e in entries if e.isdigit()]
+    if containers:
+        remove_named_containers(containers)
+    running = []
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+            running.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    deadline = time.monotonic() + timeout
+    for pid in running:
+        while time.monotonic() < deadline and _pid_alive(pid):
+            time.sleep(0.05)
+        if _pid_alive(pid):
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return running
