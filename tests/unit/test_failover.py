@@ -17,7 +17,8 @@ import pytest
 from pytest_kafka_mirror.capture.witness import WitnessLog, witness
 from pytest_kafka_mirror.replicators._checkpoints import REFERENCE_DEFAULTS
 from pytest_kafka_mirror.verify import MirrorMismatchError
-from pytest_kafka_mirror.verify.failover import SeenCheckpoint, SeenSync, SyncHistory, TargetState, _Partition, evaluate
+from pytest_kafka_mirror.verify.failover import SeenCheckpoint, SeenSync, SyncHistory, TargetState, evaluate
+from pytest_kafka_mirror.verify.failover.captured import _Partition
 
 T0 = 1_700_000_000.0  # commit times, epoch seconds
 SYNC = replace(REFERENCE_DEFAULTS, sync_group_offsets=True, offset_lag_max=10)

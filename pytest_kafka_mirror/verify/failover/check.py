@@ -1,0 +1,298 @@
+"""The failover check: wait for the translations to converge, then judge every witness
+group's translated offsets against the capture and the offset syncs."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from itertools import pairwise
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...capture.witness import WitnessLog, load_witness_logs
+from ..failover_report import MAX_SHOWN, when
+
+if TYPE_CHECKING:
+    from ...replicators._checkpoints import CheckpointSettings
+from .captured import _load_capture, _Partition
+from .report import FailoverEntry, FailoverReport, _add_sync_evidence
+from .syncs import SYNC_READ_LAG_S, SeenSync, SyncHistory, _offset_syncs
+from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetState, _TargetReader
+
+
+def _latest_commits(log: WitnessLog) -> dict[tuple[str, int], list[tuple[float, int]]]:
+    """(topic, partition) -> [(commit time s, offset)] of the successful commits, in order."""
+    out: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    for c in log.commits:
+        if c.get("error"):
+            continue
+        for topic, parts in c["offsets"].items():
+            for p, off in parts.items():
+                out.setdefault((topic, int(p)), []).append((c["time_us"] / 1e6, int(off)))
+    return out
+
+
+def _converged(logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Partition], state: TargetState,
+               settings: CheckpointSettings, rename: Mapping[str, str]) -> bool:
+    """Every witnessed commit is checkpointed (and synced, with group offset sync) and its
+    translation can no longer improve: it is exact, or a whole offset flush plus a
+    checkpoint (and sync) interval passed since the commit (MM2 then has its best sync)."""
+    if not settings.emit_checkpoints:
+        return True
+    settle = settings.flush_interval + settings.checkpoints_interval + 1.0
+    if settings.sync_group_offsets:
+        settle += settings.sync_interval
+    latest: dict[tuple[str, str, int], SeenCheckpoint] = {}
+    for cp in state.checkpoints:
+        latest[(cp.group, cp.topic, cp.partition)] = cp
+    now = time.time()
+    for log in logs:
+        for (topic, p), commits in _latest_commits(log).items():
+            part = parts.get((topic, p), _Partition())
+            if not commits or part.end == 0:
+                continue
+            at, upstream = commits[-1]
+            seen = latest.get((log.group, rename.get(topic, topic), p))
+            if seen is None or seen.upstream != upstream:
+                return False
+            if state.synced is not None and state.synced.get(log.group, {}).get((seen.topic, p)) != seen.downstream:
+                return False
+            exact = part.first_unconsumed(log.consumed_ranges(topic, p, upstream))
+            if now - at < settle and seen.downstream != exact:
+                return False
+    return True
+
+
+def _await_translations(reader: _TargetReader, logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Partition],
+                        settings: CheckpointSettings, rename: Mapping[str, str], wait: float) -> TargetState:
+    """Read the target until every witnessed commit is translated, at most ``wait`` seconds."""
+    t0 = time.monotonic()
+    try:
+        while True:
+            state = reader.read()
+            if _converged(logs, parts, state, settings, rename) or time.monotonic() - t0 >= wait:
+                return state
+            time.sleep(min(0.5, max(0.05, wait - (time.monotonic() - t0))))
+    finally:
+        reader.close()
+
+
+def check_failover(
+    run_dir: str | os.PathLike[str],
+    target_bootstrap: str,
+    settings: CheckpointSettings,
+    topics: Mapping[str, str],
+    *,
+    wait: float | None = None,
+    reset: str = "latest",
+    emitter: str | None = None,
+    source_bootstrap: str | None = None,
+    sync_read_lag: float = SYNC_READ_LAG_S,
+) -> FailoverReport:
+    """Fail over the run's witness groups to the target and check their translated offsets.
+
+    ``topics`` maps source to target topic names; ``settings`` says what the replicator
+    does about groups (``replicator.checkpoints``); ``emitter`` keeps only the heartbeats
+    of that reference mirror.  The failover happens once every witnessed commit is
+    translated (checkpoint and, with group offset sync, the target group's offset), or
+    after ``wait`` seconds at the latest (default: from the replicator's intervals;
+    ``0``: at once).  ``reset`` is the failing-over consumer's ``auto.offset.reset`` for
+    partitions without a translation.  Writes ``RUN_DIR/failover.json``.
+
+    The offset syncs are then read from the source cluster (``source_bootstrap``; without
+    it the syncs check is in ``not_run``) or, with ``offset-syncs.topic.location=target``,
+    from the target.  ``sync_read_lag``: how long after a sync was written the replicator
+    may still have translated without it (:data:`SYNC_READ_LAG_S`; the reference mirror
+    uses a sync before it writes it).
+    """
+    if reset not in RESETS:
+        raise ValueError(f"reset={reset!r}: the consumer's auto.offset.reset, one of {', '.join(RESETS)}")
+    run = Path(run_dir)
+    logs = load_witness_logs(run)
+    if not logs:
+        raise FailoverError(f"no witness consumer groups in {run}: produce with "
+                            "mirror_producer(..., witnesses=[witness('end'), ...]) to check failover")
+    rename = dict(topics)
+    witnessed = {t for log in logs for t in log.partitions}
+    parts, capture_status = _load_capture(run, witnessed)
+    if wait is None:
+        wait = (2 * settings.checkpoints_interval + settings.flush_interval + 5.0
+                + (settings.sync_interval if settings.sync_group_offsets else 0.0))
+    t0 = time.monotonic()
+    state = _await_translations(_TargetReader(target_bootstrap, settings, [log.group for log in logs], emitter),
+                                logs, parts, settings, rename, wait)
+    sync_note = None
+    if settings.emit_checkpoints:
+        state.syncs, state.syncs_note, sync_note = _offset_syncs(settings, source_bootstrap, target_bootstrap)
+    from ...rundir import load_manifests
+
+    starts = [m.started_us / 1e6 for m in load_manifests(run) if m.started_us]
+    report = evaluate(logs, parts, state, settings, rename, reset=reset, run_dir=str(run),
+                      waited_s=round(time.monotonic() - t0, 3), since=min(starts) if starts else None,
+                      sync_read_lag=sync_read_lag)
+    if sync_note:
+        report.notes.append(sync_note)
+    if capture_status.get("reason") not in (None, "satisfied"):
+        report.notes.append(f"the capture ended by {capture_status.get('reason')}: the end of the target log is "
+                            "what it read")
+    for log in logs:
+        if not log.complete or log.note:
+            report.notes.append(f"witness {log.name}: {log.note}")
+    report.write(run / FAILOVER_FILE)
+    return report
+
+
+def evaluate(
+    logs: Sequence[WitnessLog],
+    parts: Mapping[tuple[str, int], _Partition],
+    state: TargetState,
+    settings: CheckpointSettings,
+    rename: Mapping[str, str],
+    *,
+    reset: str = "latest",
+    run_dir: str = "",
+    waited_s: float = 0.0,
+    since: float | None = None,
+    sync_read_lag: float = SYNC_READ_LAG_S,
+) -> FailoverReport:
+    """The checks on data already read (pure: the tests feed it hand-built states).
+
+    ``since``: when production started (epoch seconds); heartbeats before it are not counted.
+    ``sync_read_lag``: see :class:`SyncHistory`.
+    """
+    report = FailoverReport(run_dir, state.read_at, waited_s, reset, settings.to_dict())
+    if not settings.emit_checkpoints:
+        report.not_run["checkpoints"] = "the replicator emits no checkpoints (emit.checkpoints.enabled=false)"
+    elif not state.checkpoints_topic_exists:
+        report.notes.append(f"no checkpoints topic {settings.names.checkpoints_topic} on the target")
+    histories = _sync_histories(state, report, sync_read_lag) if settings.emit_checkpoints else None
+    synced_offsets = state.synced if settings.emit_checkpoints and settings.sync_group_offsets else None
+    if synced_offsets is None:
+        report.not_run["synced offsets"] = ("the replicator does not sync group offsets to the target "
+                                            "(sync.group.offsets.enabled=false)")
+    sequences: dict[tuple[str, str, int], list[SeenCheckpoint]] = {}
+    for cp in sorted(state.checkpoints, key=lambda c: c.seq):
+        sequences.setdefault((cp.group, cp.topic, cp.partition), []).append(cp)
+    for log in logs:
+        commits_by_tp = _latest_commits(log)
+        for topic, plist in sorted(log.partitions.items()):
+            target = rename.get(topic, topic)
+            for p in plist:
+                commits = commits_by_tp.get((topic, p), [])
+                if not commits:
+                    report.notes.append(f"witness {log.name} never committed {topic}[{p}]")
+                    continue
+                part = parts.get((topic, p), _Partition())
+                seq = sequences.get((log.group, target, p), [])
+                new: list[FailoverEntry] = []
+                if settings.emit_checkpoints:
+                    last = seq[-1] if seq else None
+                    new.append(_entry(log, topic, target, p, commits, part, "checkpoint",
+                                      last.downstream if last else None, last, seq, reset, state.read_at))
+                if synced_offsets is not None:
+                    synced = synced_offsets.get(log.group, {}).get((target, p))
+                    new.append(_entry(log, topic, target, p, commits, part, "synced", synced, None, [],
+                                      reset, state.read_at))
+                for e in new:
+                    if histories is not None:
+                        _add_sync_evidence(e, histories.get((topic, p)) or SyncHistory([]), seq)
+                report.entries += new
+    report.heartbeats, why = _heartbeats(state, settings, since)
+    if why:
+        report.not_run["heartbeats"] = why
+    return report
+
+
+def _sync_histories(state: TargetState, report: FailoverReport,
+                    read_lag: float) -> dict[tuple[str, int], SyncHistory] | None:
+    """The offset syncs per source partition; None (and ``not_run``) when they were not read."""
+    if state.syncs is None:
+        report.not_run["offset syncs"] = state.syncs_note
+        return None
+    by_tp: dict[tuple[str, int], list[SeenSync]] = {}
+    for s in sorted(state.syncs, key=lambda s: s.seq):
+        by_tp.setdefault((s.topic, s.partition), []).append(s)
+    return {tp: SyncHistory(syncs, read_lag_s=read_lag) for tp, syncs in by_tp.items()}
+
+
+def _entry(log: WitnessLog, topic: str, target: str, p: int, commits: list[tuple[float, int]], part: _Partition,
+           via: str, translated: int | None, latest: SeenCheckpoint | None, seq: list[SeenCheckpoint], reset: str,
+           read_at: float) -> FailoverEntry:
+    at, upstream = commits[-1]
+    first_at = next(t for t, off in commits if off == upstream)
+    consumed = log.consumed_ranges(topic, p, upstream)
+    resume = translated if translated is not None else (part.end if reset == "latest" else 0)
+    skipped, rereads, skipped_rows, reread_rows = part.evaluate(consumed, resume)
+    e = FailoverEntry(
+        group=log.group, witness=log.name, topic=topic, target_topic=target, partition=p, via=via,
+        committed=upstream, committed_at=first_at, consumed_last=log.last_consumed(topic, p, upstream),
+        translated=translated, translated_upstream=latest.upstream if latest else None, resume_at=resume,
+        end_of_log=part.end, exact=part.first_unconsumed(consumed), skipped=skipped, rereads=rereads,
+        beyond_end=max(0, resume - part.end), skipped_rows=skipped_rows[:MAX_SHOWN], reread_rows=reread_rows[:MAX_SHOWN],
+    )
+    if via != "checkpoint":
+        return e
+    e.checkpoints = len(seq)
+    cp_up = latest.upstream if latest else None
+    e.records_behind = max(0, upstream - (cp_up if cp_up is not None else 0)) if part.end else 0
+    if e.records_behind:
+        since = next((t for t, off in commits if off > (cp_up if cp_up is not None else -1)), at)
+        e.seconds_behind = round(max(0.0, read_at - since), 3)
+    else:
+        e.seconds_behind = 0.0
+    # every distinct committed offset: how long until a checkpoint reflected it
+    delays: list[float] = []
+    seen_offsets: set[int] = set()
+    for t, off in commits:
+        if off in seen_offsets or part.end == 0:
+            continue
+        seen_offsets.add(off)
+        cp = next((c for c in seq if c.upstream >= off), None)
+        if cp is None:
+            e.never_translated.append(off)
+        else:
+            delays.append(max(0.0, cp.time_ms / 1000 - t))
+    e.max_delay_s = round(max(delays), 3) if delays else None
+    # every checkpoint against the commit it translated, and the rewinds
+    prev: SeenCheckpoint | None = None
+    for cp in seq:
+        c_consumed = log.consumed_ranges(topic, p, cp.upstream)
+        c_skipped, _, _, _ = part.evaluate(c_consumed, cp.downstream)
+        beyond = max(0, cp.downstream - part.end)
+        if c_skipped or beyond:
+            e.history_rows.append({"time": when(cp.time_ms / 1000), "upstream": cp.upstream, "downstream": cp.downstream,
+                                   "skipped": c_skipped, "exact": part.first_unconsumed(c_consumed),
+                                   "beyond_end": beyond})
+        e.history_skipped = max(e.history_skipped, c_skipped)
+        e.history_beyond_end = max(e.history_beyond_end, beyond)
+        if prev is not None and cp.downstream < prev.downstream and cp.upstream >= prev.upstream:
+            e.rewinds.append({"time": when(cp.time_ms / 1000), "upstream_before": prev.upstream,
+                              "downstream_before": prev.downstream, "upstream": cp.upstream,
+                              "downstream": cp.downstream, "checkpoint_offset": cp.seq})
+        prev = cp
+    e.history_rows = e.history_rows[:MAX_SHOWN]
+    return e
+
+
+def _heartbeats(state: TargetState, settings: CheckpointSettings,
+                since: float | None) -> tuple[dict[str, Any], str | None]:
+    topic = settings.names.remote_heartbeats_topic
+    if not settings.emit_heartbeats:
+        return {"topic": topic}, "the replicator emits no heartbeats (emit.heartbeats.enabled=false)"
+    if not state.heartbeats_topic_exists:
+        return {"topic": topic}, f"no replicated heartbeats topic {topic} on the target"
+    window_start_ms = int(since * 1000) if since is not None else 0
+    read_ms = int(state.read_at * 1000)
+    stamps = sorted({t for t in state.heartbeats if window_start_ms <= t <= read_ms})
+    out: dict[str, Any] = {"topic": topic, "count": len(stamps), "newest_ms": None, "lag_ms": None,
+                           "max_gap_ms": None, "gap_after_ms": None,
+                           "interval_s": settings.heartbeats_interval}
+    if stamps:
+        out["newest_ms"] = stamps[-1]
+        out["lag_ms"] = read_ms - stamps[-1]
+        gaps = [(b - a, a) for a, b in pairwise(stamps)]
+        if gaps:
+            out["max_gap_ms"], out["gap_after_ms"] = max(gaps)
+    return out, None
+
