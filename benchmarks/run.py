@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks._common import MODES, Figure, loadavg
 
-SECTIONS = ("producer", "throttle", "capture", "memory", "verify", "floor")
+SECTIONS = ("producer", "throttle", "capture", "memory", "verify", "floor", "overhead")
 DOC_KIND = "kafka-mirror-benchmarks"
 DOC_VERSION = 1
 
@@ -54,6 +54,10 @@ def _section(name: str) -> Callable[..., list[Figure]]:
         from benchmarks.bench_verify import run as verify
 
         return verify
+    if name == "overhead":
+        from benchmarks.bench_overhead import run as overhead
+
+        return overhead
     from benchmarks.bench_floor import run as floor
 
     return floor

@@ -161,40 +161,16 @@ class MirrorRun:
         """
         from .faults.schedule import FaultSchedule
 
-        chosen = list(topics) if topics else list(self.topics)
-        unknown = [t for t in chosen if t not in self.topics]
-        if unknown:
-            raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
+        chosen = self._chosen(topics)
         schedule = FaultSchedule(list(faults))
-        producer: MirrorProducer | ProducerGroup
-        if processes == 1:
-            producer = MirrorProducer(
-                self.source_bootstrap, format=format, message_size=message_size, producer_id=producer_id, config=config
-            )
-        else:
-            producer = ProducerGroup(
-                self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
-                format=format, message_size=message_size, producer_id=producer_id, config=config,
-                startup_timeout=self.topic_timeout,
-            )
+        producer = self._producer(processes, format=format, message_size=message_size, producer_id=producer_id,
+                                  config=config)
         topic_lanes = self._topic_lanes(chosen)
         producer.check_size(topic_lanes)
-        monitor = None
-        if witnesses:
-            from .capture.witness import WitnessMonitor
-
-            monitor = WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses,
-                                     {t: self.partitions[t] for t in chosen}, end_timeout=self.drain_timeout)
+        monitor = self._witness_monitor(witnesses, chosen) if witnesses else None
         self.start_capture()
         if wait_for_target:
-            self.await_ready(chosen)
-            waited = self.capture.wait_assigned(
-                {self.topics[t]: self.partitions[t] for t in chosen},
-                self.topic_timeout,
-                hint="Hint: is the replicator running and does it mirror these topics (its topic filter)?",
-            )
-            if self.target_wait_seconds is None:
-                self.target_wait_seconds = waited
+            self._wait_for_target(chosen)
         if monitor is not None:
             self.witnesses.append(monitor.start())
 
@@ -204,17 +180,9 @@ class MirrorRun:
                 monitor.start_clock()
 
         try:
-            result = producer.run(
-                topic_lanes,
-                rate=rate,
-                duration=duration,
-                count=count,
-                target_names=self.topics,
-                progress=lambda p: log.info("producing: %s", p),
-                warmup_topic=self.warmup_topic,
-                on_start=on_start,
-                on_counts=on_counts,
-            )
+            result = producer.run(topic_lanes, rate=rate, duration=duration, count=count, target_names=self.topics,
+                                  progress=lambda p: log.info("producing: %s", p), warmup_topic=self.warmup_topic,
+                                  on_start=on_start, on_counts=on_counts)
         except BaseException:
             if monitor is not None:
                 monitor.stop()
@@ -226,7 +194,48 @@ class MirrorRun:
             with self._lock:
                 self.markers.extend(markers)
                 self.markers.sort(key=lambda m: m.at_us)
-        manifests = result if isinstance(result, list) else [result]
+        self._record(result if isinstance(result, list) else [result], markers, monitor)
+        return result
+
+    def _chosen(self, topics: Sequence[str] | None) -> list[str]:
+        """The topics of one produce() call: ``topics``, or all the run's."""
+        chosen = list(topics) if topics else list(self.topics)
+        unknown = [t for t in chosen if t not in self.topics]
+        if unknown:
+            raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
+        return chosen
+
+    def _producer(self, processes: int, *, format: str, message_size: int, producer_id: str | None,
+                  config: dict[str, Any] | None) -> MirrorProducer | ProducerGroup:
+        """One producer, or a group of ``processes`` (each produce() call's group in its own directory)."""
+        if processes == 1:
+            return MirrorProducer(self.source_bootstrap, format=format, message_size=message_size,
+                                  producer_id=producer_id, config=config)
+        return ProducerGroup(
+            self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
+            format=format, message_size=message_size, producer_id=producer_id, config=config,
+            startup_timeout=self.topic_timeout,
+        )
+
+    def _witness_monitor(self, witnesses: Sequence[tuple[Witness, str]], chosen: Sequence[str]) -> WitnessMonitor:
+        from .capture.witness import WitnessMonitor
+
+        return WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses, {t: self.partitions[t] for t in chosen},
+                              end_timeout=self.drain_timeout)
+
+    def _wait_for_target(self, chosen: Sequence[str]) -> None:
+        """Readiness through the replicator, then the capture assigned every target partition."""
+        self.await_ready(chosen)
+        waited = self.capture.wait_assigned(
+            {self.topics[t]: self.partitions[t] for t in chosen},
+            self.topic_timeout,
+            hint="Hint: is the replicator running and does it mirror these topics (its topic filter)?",
+        )
+        if self.target_wait_seconds is None:
+            self.target_wait_seconds = waited
+
+    def _record(self, manifests: list[Manifest], markers: list[Marker], monitor: WitnessMonitor | None) -> None:
+        """Write the manifests of one produce() call, with the faults that happened during it."""
         for manifest in manifests:
             manifest.stats["faults"] = [m.to_dict() for m in markers]
             manifest.write(self.run_dir)
@@ -234,7 +243,6 @@ class MirrorRun:
             self.manifests.extend(manifests)
         if monitor is not None:
             monitor.production_done(self.manifests)
-        return result
 
     def await_ready(self, topics: Sequence[str]) -> list[TopicReadiness]:
         """Warm up every partition of ``topics`` through the replicator and wait until each
