@@ -121,9 +121,39 @@ def _provisioning(text: str) -> str:
 
 def _spark_master(text: str) -> str:
     text = text.strip()
+    if text.startswith("sc://"):
+        raise ValueError(f"{text!r} is a Spark Connect URL: give it as --kafka-mirror-spark-remote {text}")
     if not (text.startswith(("local", "spark://", "yarn", "k8s://", "mesos://")) or text == "yarn"):
         raise ValueError(f"{text!r} is not a Spark master URL; e.g. local[2], spark://HOST:7077, yarn, k8s://URL")
     return text
+
+
+def _spark_remote(text: str) -> str:
+    from .verify.connect import parse_connect_url
+
+    parse_connect_url(text)  # ValueError naming the accepted form
+    return text.strip()
+
+
+def _check_spark(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """A Spark Connect endpoint runs the job with its own master: giving both is a mistake
+    whichever sources they came from, and a remote needs the Spark Connect client."""
+    remote = values["kafka_mirror_spark_remote"]
+    if remote is None:
+        return
+    if sources["spark-master"] != "default":
+        raise SettingsError(
+            f"{sources['spark-remote']} ({remote}) and {sources['spark-master']} "
+            f"({values['kafka_mirror_spark_master']}) exclude each other: a Spark Connect server runs the "
+            f"verification with its own master; give only one of --kafka-mirror-spark-remote and "
+            f"--kafka-mirror-spark-master"
+        )
+    from .verify.connect import client_missing
+
+    missing = client_missing()
+    if missing:
+        raise SettingsError(f"{sources['spark-remote']}: verifying through Spark Connect needs its client, and "
+                            f"{', '.join(missing)} is not installed: pip install 'pyspark[connect]'")
 
 
 def _kafka_home(text: str) -> str:
@@ -299,7 +329,16 @@ OPTIONS: list[Option] = [
            "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy); "
            "MM2's is derived from its replication policy.",
            parse_naming),
-    Option("spark-master", "MASTER", "local[2]", "Spark master for the verification job.", _spark_master),
+    Option("spark-master", "MASTER", "local[2]",
+           "Spark master for the verification job. Left at its default, the xdist workers of a run (-n N) share "
+           "one Spark Connect server in local[2] mode, started at the first verification and stopped with the "
+           "session (when pyspark ships Spark Connect and its client is installed, else each process runs its "
+           "own); given (e.g. local[2] again), each process runs its own SparkSession with this master.",
+           _spark_master),
+    Option("spark-remote", "URL", None,
+           "Verify through this Spark Connect server, sc://HOST[:PORT][/;PARAM=VALUE...] (no Spark starts "
+           "here; it must read the run directories at the same paths). Excludes --kafka-mirror-spark-master.",
+           _spark_remote),
     Option("report-dir", "DIR", ".kafka-mirror/reports", "Directory for per-test JSON reports (relative to rootdir).",
            str),
     Option("drain-timeout", "SECONDS", "30",
@@ -387,6 +426,8 @@ class Settings:
     storage: Path = Path(".kafka-mirror")
     metrics_port: ListenAddress | None = None
     pushgateway: str | None = None
+    #: a Spark Connect server to verify through (``sc://...``), or None
+    spark_remote: str | None = None
 
     @property
     def metrics_enabled(self) -> bool:
@@ -426,6 +467,7 @@ def resolve_settings(
             values[opt.dest], sources[opt.name] = opt.unset(), "default"
 
     _check_message_size(values, sources)
+    _check_spark(values, sources)
 
     def under_root(text: str) -> Path:
         path = Path(text)
@@ -457,4 +499,5 @@ def resolve_settings(
         storage=under_root(values["kafka_mirror_storage"]),
         metrics_port=values["kafka_mirror_metrics_port"],
         pushgateway=values["kafka_mirror_pushgateway"],
+        spark_remote=values["kafka_mirror_spark_remote"],
     )

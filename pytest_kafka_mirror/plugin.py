@@ -88,7 +88,12 @@ def pytest_configure(config: pytest.Config) -> None:
     run_uid = (workerinput or {}).get("testrunuid") or getattr(config.option, "testrunuid", None)
     session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings, session_id=run_uid)
     if workerinput is not None:
-        # An xdist worker: the controller collects results and serves metrics.
+        # An xdist worker: the controller collects results and serves metrics.  The run's
+        # share directory also holds the URL of the Spark Connect server the workers share
+        # (verify/connect.py; the controller stops it with the shared clusters).
+        from .clusters.shared import worker_share_dir
+
+        session.share = worker_share_dir(workerinput)
         if workerinput.get(SPOOL_KEY):
             from .report.metrics import MetricsSpool
 
@@ -126,9 +131,10 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     st = s.settings
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
+    spark = s.spark_description(_is_xdist_controller(config))
     lines = [
         (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
-         f"spark={st.spark_master} reports={st.report_dir}")
+         f"spark={spark} reports={st.report_dir}")
     ]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     if isinstance(reporting, SessionReporting) and reporting.header():
@@ -508,7 +514,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             s.stop_spark()  # bounded, also after Ctrl-C (verify/session.py)
     finally:
         if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
-            # Clusters the workers shared (see sharing.py): the run is over, stop them.
+            # Clusters and the Spark Connect server the workers shared (clusters/shared.py,
+            # verify/connect.py): the run is over, stop them.
             from .clusters.shared import controller_share_dir
 
             controller_share_dir(session.config.option.testrunuid).stop_all()

@@ -24,6 +24,7 @@ from .rundir import WRITTEN_LIST
 if TYPE_CHECKING:
     from .capture.witness import Witness
     from .clusters import Cluster
+    from .clusters.shared import ShareDir
     from .faults.schedule import Scheduled
     from .provisioning import TopicPool
     from .replicators import Replicator
@@ -111,6 +112,8 @@ class KafkaMirrorSession:
         self.metrics_spool: MetricsSpool | None = None
         #: the shared replicator's topics, provisioned at its start (session topic provisioning)
         self.pool: TopicPool | None = None
+        #: in an xdist worker, the run's share directory (the shared Spark Connect server's URL)
+        self.share: ShareDir | None = None
 
     # -- infrastructure ----------------------------------------------------------------
     def _explicit(self, name: str) -> bool:
@@ -157,11 +160,57 @@ class KafkaMirrorSession:
         )
         return make_replicator(s.replicator, source, target, workdir, options)
 
-    def get_spark(self) -> Any:
-        if self.spark is None:
-            from .verify import get_spark
+    def spark_plan(self, distributed: bool) -> tuple[str, str]:
+        """How this session verifies: ``(kind, where)``, kind one of
 
-            self.spark = get_spark(self.settings.spark_master)
+        * ``"remote"``: the Spark Connect server ``--kafka-mirror-spark-remote`` names (where = its URL);
+        * ``"shared"``: one Spark Connect server for the run, started by the first xdist worker
+          that verifies (where = the master it runs): the default under xdist;
+        * ``"local"``: a SparkSession in each process (where = the master): the default
+          outside xdist, whenever ``--kafka-mirror-spark-master`` is given, and when this
+          machine cannot run Spark Connect (the reason is logged).
+
+        ``distributed``: the session is an xdist run (worker or controller).
+        """
+        s = self.settings
+        if s.spark_remote is not None:
+            return "remote", s.spark_remote
+        if not distributed or self._explicit("spark-master"):
+            return "local", s.spark_master
+        from .verify.connect import server_unavailable
+
+        reason = server_unavailable()
+        if reason is not None:
+            log.info("kafka-mirror: each xdist worker runs its own Spark (%s)", reason)
+            return "local", s.spark_master
+        return "shared", s.spark_master
+
+    def spark_description(self, distributed: bool) -> str:
+        """For the report header: where verification runs."""
+        kind, where = self.spark_plan(distributed)
+        return {"remote": f"{where} (Spark Connect)", "shared": f"{where} in one shared Spark Connect server",
+                "local": where}[kind]
+
+    def get_spark(self) -> Any:
+        """This process's session for verification, per :meth:`spark_plan`."""
+        if self.spark is not None and not getattr(self.spark, "is_stopped", False):
+            return self.spark
+        from .verify import get_spark
+        from .verify.session import running_local_session
+
+        kind, where = self.spark_plan(self.share is not None)
+        if kind == "shared":
+            # A local SparkSession already runs here (a test's own ``spark`` fixture, pytest-spark):
+            # pyspark cannot hold it and a Spark Connect session in one process, so share it,
+            # whatever its master (none was asked for).
+            self.spark = running_local_session()
+            if self.spark is not None:
+                return self.spark
+        if kind == "shared" and self.share is not None:
+            from .verify.connect import shared_server
+
+            where = shared_server(self.share, master=where, timeout=self.settings.startup_timeout)
+        self.spark = get_spark(where, replaceable=kind == "shared")
         return self.spark
 
     def stop_spark(self) -> None:

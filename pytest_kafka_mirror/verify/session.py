@@ -8,6 +8,13 @@ output, so :func:`get_spark` switches them off, the way pytest-spark's defaults 
 Starting a JVM takes several seconds, so the session is created once and cached for the
 life of the process; every verification in a test session shares it.
 
+A master ``sc://HOST:PORT`` gives a Spark Connect session instead: a gRPC client of a
+server that runs the job (``connect.py`` starts one for the xdist workers of a run to
+share).  No JVM starts in this process then.  pyspark's DataFrame functions pick their
+implementation from a process-wide switch (``SPARK_CONNECT_MODE_ENABLED``), so a process
+holds one kind of session at a time: asking for the other kind while one runs is a
+:class:`SparkSessionConflictError`, as is asking for another master.
+
 pyspark is imported inside the functions only: ``pytest_kafka_mirror.verify`` is imported
 by the plugin module, which pytest imports on every run (even ``pytest --help`` in an
 unrelated project), and importing pyspark there would be slow for no reason.
@@ -16,22 +23,24 @@ unrelated project), and importing pyspark there would be slow for no reason.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import threading
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .connect import _local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 __all__ = ["SparkSessionConflictError", "get_spark", "stop_spark"]
 
-_LOCAL_MASTER = re.compile(r"^local(?:\[(?P<n>\*|\d+)(?:,\s*\d+)?\])?$")
-
 _lock = threading.Lock()
 _session: SparkSession | None = None
+#: ``_session`` is a Spark Connect session that a request for a local one may stop.
+_replaceable = False
 #: The gateway JVM :func:`get_spark` launched (``spark-submit``, exec'd into ``java``).
 _jvm: subprocess.Popen[bytes] | None = None
 #: SIGINT's handler before pyspark replaced it with one calling ``cancelAllJobs()`` on a
@@ -43,21 +52,14 @@ class SparkSessionConflictError(RuntimeError):
     """A SparkSession with another master already runs in this process."""
 
 
-def _local_cores(master: str) -> int | None:
-    """Cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master; None otherwise."""
-    m = _LOCAL_MASTER.match(master.strip())
-    if m is None:
-        return None
-    n = m.group("n")
-    if n is None:
-        return 1
-    if n == "*":
-        return os.cpu_count() or 1
-    return max(int(n), 1)
+def _is_remote(spark: Any) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 def _is_alive(spark: SparkSession) -> bool:
     """Whether ``spark`` still has a running SparkContext (someone may have stopped it)."""
+    if _is_remote(spark):
+        return not getattr(spark, "is_stopped", False)
     from pyspark import SparkContext
 
     active = SparkContext._active_spark_context
@@ -65,7 +67,7 @@ def _is_alive(spark: SparkSession) -> bool:
 
 
 def _check_master(spark: SparkSession, master: str) -> SparkSession:
-    running = spark.sparkContext.master
+    running = _remote_url.get(id(spark), "sc://?") if _is_remote(spark) else spark.sparkContext.master
     if running != master:
         raise SparkSessionConflictError(
             f"a SparkSession with master {running!r} already runs in this process, but the "
@@ -76,7 +78,7 @@ def _check_master(spark: SparkSession, master: str) -> SparkSession:
     return spark
 
 
-def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSession:
+def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceable: bool = False) -> SparkSession:
     """Return the process-wide SparkSession for ``master``, creating it on first use.
 
     Settings tuned for tests: no web UI, no progress bars, shuffle partitions and default
@@ -87,14 +89,30 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g") -> SparkSe
 
     ``driver_memory`` only takes effect when this call starts the JVM.
 
+    ``master`` ``sc://HOST:PORT`` returns a Spark Connect session with that server instead
+    (see the module docstring); the server's own settings apply, and the session's time
+    zone is set to UTC.  It raises :class:`~pytest_kafka_mirror.verify.connect.SparkConnectError`
+    when nothing answers there.
+
     Raises :class:`SparkSessionConflictError` if a session with another master is already
     running in the process (ours or one created elsewhere, e.g. by pytest-spark).
+    ``replaceable=True`` (Spark Connect only) makes the session give way instead: a later
+    call for a local master stops it and starts the local session.  The plugin's default
+    shared server is asked for that way, so a test's own local SparkSession (a ``spark``
+    fixture) still starts in a worker that verified through the shared server before.
     """
-    global _session
+    global _session, _replaceable
     with _lock:
+        remote = master.strip().startswith("sc://")
         if _session is not None and _is_alive(_session):
-            return _check_master(_session, master)
+            if not (_replaceable and _is_remote(_session) and not remote):
+                return _check_master(_session, master)
+            _stop_remote(_session, 15.0)
         _session = None
+        if remote:
+            _session = _connect(master.strip())
+            _replaceable = replaceable
+            return _session
 
         from pyspark.sql import SparkSession
 
@@ -167,9 +185,16 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
     is in an unknown state and ``stop()`` may never return, so it runs on a thread of its
     own, and the JVM is killed if it has not ended within ``jvm_timeout`` (or if this call
     is interrupted itself).
+
+    A Spark Connect session is closed on the server (its cached frames released); no JVM
+    of this process is involved, the server runs on until its owner stops it.
     """
     global _session, _jvm, _sigint
     with _lock:
+        if _session is not None and _is_remote(_session):
+            session, _session = _session, None
+            _stop_remote(session, jvm_timeout)
+            return
         if _sigint is not None:
             # From here on, Ctrl-C is pytest's again (KeyboardInterrupt), not a py4j call.
             if threading.current_thread() is threading.main_thread():
@@ -193,6 +218,95 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
         finally:
             if jvm is not None and jvm.poll() is None:
                 _kill({jvm.pid}, jvm)
+
+
+#: URL of each Spark Connect session :func:`_connect` made (a session does not say its own).
+_remote_url: dict[int, str] = {}
+#: Set while a Spark Connect session of ours runs: pyspark's switch to its Connect classes.
+_CONNECT_MODE = "SPARK_CONNECT_MODE_ENABLED"
+#: pyspark.sql.connect modules behind what the job calls (functions, Window, DataFrame...).
+_CONNECT_MODULES = ("session", "functions", "window", "dataframe", "column", "group", "readwriter", "conf",
+                    "expressions", "plan", "types")
+
+
+def _connect(url: str) -> SparkSession:
+    """A Spark Connect session with the server at ``url``, checked to answer (bounded)."""
+    from ..processes.managed import tcp_reachable
+    from .connect import SparkConnectError, client_missing, parse_connect_url
+
+    host, port, _ = parse_connect_url(url)
+    if local_session_running():
+        raise SparkSessionConflictError(
+            f"a local SparkSession already runs in this process, but the verifier was asked for the Spark Connect "
+            f"server {url}; a process holds one kind of session at a time (pyspark's switch is process-wide). Stop "
+            f"it first (stop_spark()), or use one way of verifying (--kafka-mirror-spark-remote or "
+            f"--kafka-mirror-spark-master) for the whole session."
+        )
+    # The client's own retries take minutes to give up on an address nobody listens on.
+    if not tcp_reachable(host, port, timeout=5.0):
+        raise SparkConnectError(f"the Spark Connect server {url} does not answer (nothing accepts connections on "
+                                f"{host}:{port}); check --kafka-mirror-spark-remote and that the server runs")
+    missing = client_missing()
+    if missing:
+        raise SparkConnectError(f"cannot verify through {url}: the Spark Connect client needs {', '.join(missing)} "
+                                f"(pip install 'pyspark[connect]')")
+    os.environ[_CONNECT_MODE] = "1"  # as pyspark's builder.remote() does: F.col & co. build Connect columns
+    try:
+        with warnings.catch_warnings():
+            # pyspark 4 warns on import that it "does not yet fully support pandas >= 3.0.0": the
+            # job hands no pandas objects to Spark, and a test run with -W error must not fail on it.
+            # Each Connect module checks its dependencies (and warns) when first imported: all
+            # that the job uses are imported here, under this filter.
+            warnings.filterwarnings("ignore", message=".*does not yet fully support pandas", category=FutureWarning)
+            import importlib
+
+            for module in _CONNECT_MODULES:
+                importlib.import_module(f"pyspark.sql.connect.{module}")
+            from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
+            spark = RemoteSparkSession.builder.remote(url).create()
+            spark.conf.set("spark.sql.session.timeZone", "UTC")  # also answers: the server speaks
+    except BaseException as exc:
+        os.environ.pop(_CONNECT_MODE, None)
+        if isinstance(exc, Exception) and not isinstance(exc, SparkConnectError):
+            raise SparkConnectError(f"the Spark Connect server {url} did not accept a session: {exc}") from exc
+        raise
+    _remote_url[id(spark)] = url
+    return spark
+
+
+def local_session_running() -> bool:
+    """Whether a classic (py4j) SparkSession runs in this process, ours or anyone's."""
+    import sys
+
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
+def running_local_session() -> SparkSession | None:
+    """The classic SparkSession running in this process, whatever its master, or None."""
+    if not local_session_running():
+        return None
+    with _lock:
+        if _session is not None and not _is_remote(_session) and _is_alive(_session):
+            return _session
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession() or SparkSession._instantiatedSession
+    return active if active is not None and _is_alive(active) else None
+
+
+def _stop_remote(session: SparkSession, timeout: float) -> None:
+    """End a Spark Connect session (the server releases it) on a thread, bounded: a
+    Ctrl-C in the middle of a call leaves the gRPC channel in an unknown state."""
+    stopper = threading.Thread(target=_stop_quietly, args=(session,), name="kafka-mirror-spark-stop", daemon=True)
+    stopper.start()
+    stopper.join(timeout)
+    _remote_url.pop(id(session), None)
+    os.environ.pop(_CONNECT_MODE, None)
 
 
 def _stop_quietly(session: SparkSession) -> None:

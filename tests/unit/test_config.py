@@ -109,3 +109,67 @@ def test_message_size_at_the_format_minimum_is_accepted() -> None:
         assert RecordEncoder(fmt, new_producer_id(), need, lanes=10).size(9, 123) == need
         with pytest.raises(ValueError, match="below the metadata size"):
             RecordEncoder(fmt, new_producer_id(), need - 1, lanes=1)
+
+
+# -- Spark Connect: --kafka-mirror-spark-remote, checked before anything starts --------------
+
+REMOTE = OPTIONS_BY_NAME["spark-remote"]
+
+
+@pytest.mark.parametrize("text", ["sc://127.0.0.1:15002", "sc://localhost", "sc://spark.example:443/;use_ssl=true",
+                                  "sc://[::1]:15002", " sc://h:1/ ", "sc://h:1/;token=abc;user_id=me"])
+def test_spark_connect_urls_are_accepted(text: str) -> None:
+    assert REMOTE.argparse_type(text) == text.strip()
+
+
+@pytest.mark.parametrize("text", ["http://127.0.0.1:15002", "127.0.0.1:15002", "sc://", "sc://h:port", "sc://h:0",
+                                  "sc://h:70000", "sc://h:1/path", "sc://h:1;x", "spark://h:7077"])
+def test_malformed_spark_connect_urls_name_the_accepted_form(text: str) -> None:
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"accepted: sc://HOST\[:PORT\]"):
+        REMOTE.argparse_type(text)
+
+
+def test_a_bad_spark_connect_url_from_ini_or_env_names_its_source() -> None:
+    with pytest.raises(SettingsError, match=r"^env KAFKA_MIRROR_SPARK_REMOTE: 'local\[2\]' is not a Spark Connect URL"):
+        _resolve(env={"KAFKA_MIRROR_SPARK_REMOTE": "local[2]"})
+    with pytest.raises(SettingsError, match=r"^ini key kafka_mirror_spark_remote: 'sc://h:x' is not a Spark Connect"):
+        _resolve(ini={"kafka_mirror_spark_remote": "sc://h:x"})
+
+
+def test_a_spark_connect_url_given_as_master_points_at_the_remote_option() -> None:
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError, match="give it as --kafka-mirror-spark-remote sc://h:1"):
+        OPTIONS_BY_NAME["spark-master"].argparse_type("sc://h:1")
+
+
+def test_spark_remote_is_read_like_every_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pytest_kafka_mirror.verify.connect.client_missing", lambda: [])
+    assert _resolve().spark_remote is None
+    s = _resolve({}, {"kafka_mirror_spark_remote": "sc://a:1"}, {"KAFKA_MIRROR_SPARK_REMOTE": "sc://b:2"})
+    assert (s.spark_remote, s.sources["spark-remote"]) == ("sc://a:1", "ini key kafka_mirror_spark_remote")
+    s = _resolve({"kafka_mirror_spark_remote": "sc://c:3"}, {}, {"KAFKA_MIRROR_SPARK_REMOTE": "sc://b:2"})
+    assert (s.spark_remote, s.sources["spark-remote"]) == ("sc://c:3", "--kafka-mirror-spark-remote")
+    assert s.spark_master == "local[2]"  # unused then, but still the default
+
+
+@pytest.mark.parametrize("master_from", [{"cli": {"kafka_mirror_spark_master": "local[4]"}},
+                                         {"env": {"KAFKA_MIRROR_SPARK_MASTER": "local[4]"}}])
+def test_spark_remote_and_an_explicit_master_exclude_each_other(master_from: dict,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pytest_kafka_mirror.verify.connect.client_missing", lambda: [])
+    cli = {"kafka_mirror_spark_remote": "sc://h:1", **master_from.get("cli", {})}
+    message = (r"^--kafka-mirror-spark-remote \(sc://h:1\) and (--kafka-mirror-spark-master|env "
+               r"KAFKA_MIRROR_SPARK_MASTER) \(local\[4\]\) exclude each other: .*give only one of "
+               r"--kafka-mirror-spark-remote and --kafka-mirror-spark-master")
+    with pytest.raises(SettingsError, match=message):
+        _resolve(cli, {}, master_from.get("env", {}))
+
+
+def test_spark_remote_without_the_connect_client_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("pytest_kafka_mirror.verify.connect.client_missing", lambda: ["grpcio", "pandas"])
+    with pytest.raises(SettingsError, match=r"^env KAFKA_MIRROR_SPARK_REMOTE: .* grpcio, pandas is not installed: "
+                                            r"pip install 'pyspark\[connect\]'"):
+        _resolve(env={"KAFKA_MIRROR_SPARK_REMOTE": "sc://h:1"})

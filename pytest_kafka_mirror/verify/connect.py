@@ -1,0 +1,293 @@
+"""A Spark Connect server for the verification job: one JVM shared by every xdist worker.
+
+With ``pytest -n N`` every worker is a process of its own, and each would start its own
+local SparkSession: N JVMs of 2 GB, and N JVM starts of ~10 s.  The job runs only
+DataFrame operations, so it runs just as well through Spark Connect: one server (a
+``spark-submit`` of ``SparkConnectServer``, in local mode) verifies for every worker, and
+each worker holds only a thin gRPC client (:func:`~pytest_kafka_mirror.verify.get_spark`
+with an ``sc://`` URL).
+
+Lifetime, as for the clusters the workers share (``clusters/shared.py``): the first worker
+that verifies starts the server under the run's share directory lock, :func:`detached
+<pytest_kafka_mirror.processes.managed.detached>` under a supervisor that watches the
+xdist controller, and writes its URL there; the other workers read it.  The controller
+stops it with the shared clusters at the end of the session (also after a failure or a
+Ctrl-C), and the supervisor ends it within half a second if the controller is killed.
+Outside xdist, :class:`ConnectServer` is a context manager whose process dies with this
+one (:class:`~pytest_kafka_mirror.processes.managed.ManagedProcess`).
+
+The server's Java runs in the foreground (``sbin/start-connect-server.sh`` would
+daemonise it, out of our reach), binds port 0 on 127.0.0.1 and logs the port it got; it
+is ready when it said so and the port answers.
+
+Nothing here imports pyspark: only its location is looked up, for ``spark-submit``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..processes.managed import ManagedProcess, detached, tcp_reachable
+
+if TYPE_CHECKING:
+    from ..clusters.shared import ShareDir
+
+__all__ = ["CONNECT_CLASS", "ConnectServer", "SparkConnectError", "client_missing", "parse_connect_url",
+           "server_unavailable", "shared_server"]
+
+CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+#: The server's log line once its gRPC port is bound (INFO, SparkConnectServer).
+_STARTED = re.compile(r"Spark Connect server started at: \S*:(\d+)")
+#: Spark's default Connect port, for a URL that names none.
+DEFAULT_PORT = 15002
+#: Modules of the Spark Connect client (``pip install 'pyspark[connect]'``) and their packages.
+_CLIENT_MODULES = (("grpc", "grpcio"), ("grpc_status", "grpcio-status"), ("google.rpc", "googleapis-common-protos"),
+                   ("pandas", "pandas"), ("pyarrow", "pyarrow"), ("zstandard", "zstandard"))
+_URL = re.compile(
+    r"^sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?)(?::(?P<port>\d{1,5}))?"
+    r"/?(?P<params>(?:;[^;=/]+=[^;]*)*)$"
+)
+# Quiet, except for the line that carries the port.
+_LOG4J = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
+logger.connect.name = org.apache.spark.sql.connect.service.SparkConnectServer
+logger.connect.level = info
+"""
+
+
+class SparkConnectError(RuntimeError):
+    """The Spark Connect server did not start, or a Spark Connect endpoint cannot be used."""
+
+
+def parse_connect_url(text: str) -> tuple[str, int, str]:
+    """``(host, port, ";params")`` of a Spark Connect URL ``sc://HOST[:PORT][/;PARAM=VALUE...]``.
+
+    Raises ``ValueError`` naming the accepted form (the option parsers wrap it).
+    """
+    text = text.strip()
+    m = _URL.match(text)
+    form = "sc://HOST[:PORT][/;PARAM=VALUE...], e.g. sc://127.0.0.1:15002"
+    if m is None:
+        raise ValueError(f"{text!r} is not a Spark Connect URL; accepted: {form}")
+    port = int(m.group("port") or DEFAULT_PORT)
+    if not 0 < port < 65536:
+        raise ValueError(f"{text!r}: port {port} is out of range (1-65535); accepted: {form}")
+    return m.group("host").strip("[]"), port, m.group("params")
+
+
+def _spark_home() -> Path | None:
+    """pyspark's directory (its ``bin/``, ``jars/``), found without importing it."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent
+
+
+def client_missing() -> list[str]:
+    """Packages of the Spark Connect client that are not installed (empty when it can run)."""
+    missing = []
+    for module, package in _CLIENT_MODULES:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # the parent package ("google") is absent
+            found = False
+        if not found:
+            missing.append(package)
+    return missing
+
+
+def server_unavailable() -> str | None:
+    """Why this machine cannot run a Spark Connect server and its client; None when it can."""
+    home = _spark_home()
+    if home is None:
+        return "pyspark is not installed"
+    if not any((home / "jars").glob("spark-connect_*.jar")):
+        return f"this pyspark ({home}) ships no Spark Connect server (spark-connect_*.jar: pyspark 4 does)"
+    missing = client_missing()
+    if missing:
+        return f"the Spark Connect client needs {', '.join(missing)} (pip install 'pyspark[connect]')"
+    return None
+
+
+_LOCAL_MASTER = re.compile(r"^local(?:\[(?P<n>\*|\d+)(?:,\s*\d+)?\])?$")
+
+
+def _local_cores(master: str) -> int | None:
+    """Cores of a ``local``, ``local[N]``, ``local[*]`` or ``local[N,F]`` master; None otherwise."""
+    m = _LOCAL_MASTER.match(master.strip())
+    if m is None:
+        return None
+    n = m.group("n")
+    if n is None:
+        return 1
+    if n == "*":
+        return os.cpu_count() or 1
+    return max(int(n), 1)
+
+
+def server_conf(master: str) -> dict[str, str]:
+    """The server's Spark settings: those :func:`~.session.get_spark` gives a local session."""
+    conf = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": "0",  # a free port; the log says which
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.catalogImplementation": "in-memory",
+        "spark.dynamicAllocation.enabled": "false",
+    }
+    cores = _local_cores(master)
+    if cores is not None:
+        conf["spark.sql.shuffle.partitions"] = conf["spark.default.parallelism"] = str(cores)
+    return conf
+
+
+class ConnectServer:
+    """One Spark Connect server process: ``with ConnectServer(workdir) as server: server.url``."""
+
+    def __init__(self, workdir: str | os.PathLike[str], *, master: str = "local[2]", driver_memory: str = "2g",
+                 conf: Mapping[str, str] | None = None) -> None:
+        self.workdir = Path(workdir)
+        self.master = master
+        self.driver_memory = driver_memory
+        self.conf = {**server_conf(master), **(conf or {})}
+        self.port: int | None = None
+        self.process: ManagedProcess | None = None
+
+    @property
+    def url(self) -> str:
+        if self.port is None:
+            raise SparkConnectError("the Spark Connect server is not started")
+        return f"sc://127.0.0.1:{self.port}"
+
+    def argv(self, home: Path) -> list[str]:
+        log4j = self.workdir / "log4j2.properties"
+        argv = [str(home / "bin" / "spark-submit"), "--class", CONNECT_CLASS, "--master", self.master,
+                "--name", "pytest-kafka-mirror-connect", "--driver-memory", self.driver_memory,
+                "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j}"]
+        for key, value in sorted(self.conf.items()):
+            argv += ["--conf", f"{key}={value}"]
+        return [*argv, "spark-internal"]
+
+    def start(self, timeout: float = 60.0) -> ConnectServer:
+        """Start the server and wait until it answers; on failure nothing is left running."""
+        reason = server_unavailable()
+        home = _spark_home()
+        if reason is not None or home is None:
+            raise SparkConnectError(f"cannot start a Spark Connect server: {reason}")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        (self.workdir / "log4j2.properties").write_text(_LOG4J)
+        env = {k: v for k, v in os.environ.items() if k not in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED")}
+        # Loopback only (DESIGN.md); SPARK_CONNECT_MODE=0 as start-connect-server.sh sets it.
+        env.update(SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1", SPARK_CONNECT_MODE="0")
+        self.process = ManagedProcess("spark-connect-server", self.argv(home), self.workdir / "server.log",
+                                      env=env, cwd=self.workdir)
+        try:
+            self.process.start()
+            self.port = self._await_port(self.process, timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _await_port(self, process: ManagedProcess, timeout: float) -> int:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = _STARTED.search(_read(process.log_path))
+            if found is not None and tcp_reachable("127.0.0.1", int(found.group(1))):
+                return int(found.group(1))
+            if not process.running:
+                raise SparkConnectError(f"the Spark Connect server did not start: {process.describe_exit()}")
+            if time.monotonic() >= deadline:
+                tail = process.log_tail(30)
+                raise SparkConnectError(
+                    f"the Spark Connect server did not answer within {timeout:g} s (--kafka-mirror-startup-timeout); "
+                    f"log {process.log_path}" + (f", last lines:\n{tail}" if tail else " is empty")
+                    + "\nHint: a loaded machine starts a JVM slowly: raise --kafka-mirror-startup-timeout, or verify "
+                      "in each process with --kafka-mirror-spark-master local[2]."
+                )
+            time.sleep(0.1)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout``); idempotent."""
+        if self.process is not None:
+            self.process.stop(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.running
+
+    def __enter__(self) -> ConnectServer:
+        return self.start() if not self.running else self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+#: In a share directory: the shared server's URL (or its start error), and its own lock.
+_ENDPOINT, _LOCK = "spark-connect.json", "spark-connect.lock"
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
+def shared_server(share: ShareDir, *, master: str = "local[2]", timeout: float = 60.0,
+                  driver_memory: str = "2g") -> str:
+    """The URL of the run's one Spark Connect server, starting it if no worker has yet.
+
+    ``share`` is the run's share directory (:func:`~pytest_kafka_mirror.clusters.shared.worker_share_dir`).
+    The server outlives the worker that started it and ends with the run (module docstring).
+    A start failure is written down too: the other workers fail at once with the same message.
+    Its own lock, not the clusters': a worker reading a cluster endpoint does not wait ~10 s
+    for a JVM.
+    """
+    endpoint = share.path / _ENDPOINT
+    with _locked(share.path / _LOCK):
+        if endpoint.is_file():
+            data: dict[str, Any] = json.loads(endpoint.read_text())
+            if "error" in data:
+                raise SparkConnectError(f"the run's shared Spark Connect server failed to start: {data['error']}")
+            return str(data["url"])
+        server = ConnectServer(share.path / "spark-connect", master=master, driver_memory=driver_memory)
+        try:
+            with detached(share.controller_pid, share.registry):
+                server.start(timeout)
+        except Exception as exc:
+            endpoint.write_text(json.dumps({"error": str(exc)}))
+            raise
+        assert server.process is not None
+        endpoint.write_text(json.dumps({
+            "url": server.url, "master": master, "supervisor_pid": server.process.pid,
+            "log": str(server.process.log_path), "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
+        }))
+        return server.url
