@@ -7,9 +7,14 @@ duplicates, swapped neighbours (reordered), a failed range delivered anyway (pha
 bad checksums.  Each implementation runs in its own process, so its peak memory is its
 own; the numpy figures are checked against the Spark report (they must agree).
 
+Small runs are timed too: a 10k-record run verified in a warm session (JVM up, one
+verification done), against the plain-Python oracle on the same run: there the fixed cost
+of a Spark action, not the rows, is what counts.
+
     python -m benchmarks.bench_verify generate RUN_DIR RECORDS
-    python -m benchmarks.bench_verify spark RUN_DIR [WARMUP_DIR]
+    python -m benchmarks.bench_verify spark RUN_DIR [WARMUP_DIR [SMALL_DIR]]
     python -m benchmarks.bench_verify numpy RUN_DIR
+    python -m benchmarks.bench_verify oracle RUN_DIR
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ SWAP = (2003, 10)
 BAD = (50021, 7)
 TAIL_CUT = 7  # unseen: the last seqs of lane 0 of the last topic never arrive
 FAILED = (100, 109)  # lane 0 of the first topic: a failed range that arrives (phantoms)
+#: records of the small run timed warm, and how many times (the median counts)
+SMALL_RECORDS = 10_000
+SMALL_REPEATS = 5
 COUNTED = ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom", "corrupted",
            "never_acked")
 
@@ -197,9 +205,12 @@ def numpy_verify(run_dir: Path) -> dict[str, Any]:
     return {"counts": {name: int(v) for name, v in counts.items()}, "latency": latency}
 
 
-def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None) -> dict[str, Any]:
+def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None) -> dict[str, Any]:
     """The Spark job on ``run_dir`` with ``spark`` (after a warm-up verification of
-    ``warm_dir``, if given): seconds, counts, percentiles, the driver JVM's peak memory."""
+    ``warm_dir``, if given, then timing the warm verification of ``small_dir``, if given):
+    seconds, counts, percentiles, the driver JVM's peak memory."""
+    import statistics
+
     from pyspark import SparkContext
 
     from pytest_kafka_mirror.verify import verify_run
@@ -208,6 +219,11 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None) -> dict[str,
     if warm_dir is not None:
         verify_run(warm_dir, spark=spark, write_report=False)  # JIT and code generation warm-up
     warm = time.monotonic() - t1
+    small: list[float] = []
+    for _ in range(SMALL_REPEATS if small_dir is not None else 0):
+        t = time.monotonic()
+        verify_run(small_dir, spark=spark, write_report=False)  # type: ignore[arg-type]
+        small.append(time.monotonic() - t)
     t2 = time.monotonic()
     report = verify_run(run_dir, spark=spark, write_report=False)
     seconds = time.monotonic() - t2
@@ -216,6 +232,7 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None) -> dict[str,
     lat = report.latency
     return {
         "seconds": seconds, "warmup_seconds": warm,
+        "small_seconds": statistics.median(small) if small else None,
         "jvm_peak_mb": peak_rss_mb(proc.pid) if proc is not None else None,
         "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "counts": {name: getattr(report, name) for name in COUNTED},
@@ -224,14 +241,14 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None) -> dict[str,
     }
 
 
-def _spark_main(run_dir: Path, warm_dir: Path | None) -> dict[str, Any]:
+def _spark_main(run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None) -> dict[str, Any]:
     from pytest_kafka_mirror.verify import get_spark, stop_spark
 
     t0 = time.monotonic()
     spark = get_spark("local[2]")
     session = time.monotonic() - t0
     try:
-        return {**spark_figures(spark, run_dir, warm_dir), "session_seconds": session}
+        return {**spark_figures(spark, run_dir, warm_dir, small_dir), "session_seconds": session}
     finally:
         stop_spark()
 
@@ -242,6 +259,27 @@ def _numpy_main(run_dir: Path) -> dict[str, Any]:
     result["seconds"] = time.monotonic() - t0
     result["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     return result
+
+
+def _oracle_main(run_dir: Path) -> dict[str, Any]:
+    """The plain-Python oracle's seconds on ``run_dir`` (median of a few; imports excluded)."""
+    import statistics
+
+    from pytest_kafka_mirror.verify.oracle import oracle_report
+
+    times = []
+    for _ in range(SMALL_REPEATS):
+        t = time.monotonic()
+        oracle_report(run_dir)
+        times.append(time.monotonic() - t)
+    return {"seconds": statistics.median(times)}
+
+
+def small_figure(rows: int, spark_seconds: float, oracle_seconds: float) -> Figure:
+    return Figure("verify", "warm[10k]", round(spark_seconds, 3), "s", "plain-Python oracle, same run",
+                  round(oracle_seconds, 3), better="lower",
+                  params={"rows": rows, "master": "local[2]", "repeats": SMALL_REPEATS},
+                  note="one verification in a warm session (JVM up, one verification done): the fixed cost of the job")
 
 
 def _child(*args: str) -> dict[str, Any]:
@@ -280,20 +318,28 @@ def run(mode: Section, work: Path, log: Any) -> list[Figure]:
     # A small verification first in the same JVM: the figure is the job's, not the JIT's.
     warm = work / "verify-warmup"
     generate(warm, 20_000, seed=1)
-    for records in mode.verify_records:
+    small = work / "verify-small"
+    small_rows = generate(small, SMALL_RECORDS, seed=3)["rows"]
+    for i, records in enumerate(mode.verify_records):
         run_dir = work / f"verify-{records}"
         t0 = time.monotonic()
         shape = _child("generate", str(run_dir), str(records))
         generated = time.monotonic() - t0
-        spark = _child("spark", str(run_dir), str(warm))
+        spark = _child("spark", str(run_dir), str(warm), *([str(small)] if i == 0 else []))
         ref = _child("numpy", str(run_dir))
         rows = shape["rows"]
         log(f"verify {rows:,} rows (generated in {generated:.1f} s): Spark {rows / spark['seconds']:,.0f} rows/s "
             f"({spark['seconds']:.1f} s, JVM peak {spark['jvm_peak_mb']:.0f} MB), numpy {rows / ref['seconds']:,.0f} "
-            f"rows/s ({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB); reports agree: {agree(spark, ref)}")
+            f"rows/s ({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB), Spark {spark['seconds'] / ref['seconds']:.1f}x "
+            f"numpy's time; reports agree: {agree(spark, ref)}")
         if not agree(spark, ref):
             log(f"  DISAGREEMENT: spark {spark['counts']} {spark['latency']}\n  numpy {ref['counts']} {ref['latency']}")
         out += figures(records, rows, shape["lanes"], spark, ref)
+        if spark.get("small_seconds") is not None:
+            oracle = _child("oracle", str(small))["seconds"]
+            log(f"verify {small_rows:,} rows, warm session: Spark {spark['small_seconds']:.2f} s, plain-Python oracle "
+                f"{oracle:.2f} s ({spark['small_seconds'] / oracle:.1f}x)")
+            out.append(small_figure(small_rows, spark["small_seconds"], oracle))
     return out
 
 
@@ -302,9 +348,11 @@ if __name__ == "__main__":
     if cmd == "generate":
         out = generate(Path(rest[0]), int(rest[1]))
     elif cmd == "spark":
-        out = _spark_main(Path(rest[0]), Path(rest[1]) if len(rest) > 1 else None)
+        out = _spark_main(Path(rest[0]), Path(rest[1]) if len(rest) > 1 else None, Path(rest[2]) if len(rest) > 2 else None)
     elif cmd == "numpy":
         out = _numpy_main(Path(rest[0]))
+    elif cmd == "oracle":
+        out = _oracle_main(Path(rest[0]))
     else:
-        raise SystemExit(f"unknown command {cmd!r}: generate | spark | numpy")
+        raise SystemExit(f"unknown command {cmd!r}: generate | spark | numpy | oracle")
     print(json.dumps(out))

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_kafka_mirror.verify.report import LatencyStats
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-__all__ = ["PERCENTILES", "latency_stats", "nearest_rank"]
+__all__ = ["PERCENTILES", "LatencyPlan", "latency_stats", "nearest_rank"]
 
 #: Quantiles reported, and the LatencyStats fields they fill.
 PERCENTILES: tuple[tuple[float, str], ...] = ((0.5, "p50_ms"), (0.9, "p90_ms"), (0.99, "p99_ms"), (0.999, "p999_ms"))
@@ -108,64 +108,98 @@ class _Scope:
 
 
 def latency_stats(frame: DataFrame, bounds_ms: Sequence[float]) -> tuple[LatencyStats, dict[str, LatencyStats]]:
-    """Overall and per-topic latency of ``frame`` (columns ``topic``, ``lat_us`` non-null)."""
-    from pyspark.sql import functions as F
+    """Overall and per-topic latency of ``frame`` (columns ``topic``, ``lat_us`` non-null),
+    in one or two collects of its own (the verification job batches them with other queries
+    through :class:`LatencyPlan`)."""
+    plan = LatencyPlan(frame, bounds_ms)
+    values = plan.values_query([row.asDict() for row in plan.buckets_query().collect()])
+    return plan.finish([row.asDict() for row in values.collect()] if values is not None else [])
 
-    lat = F.col("lat_us")
-    binned = frame.select("topic", "lat_us", _fine_bucket(lat).alias("fb"), _hist_bucket(lat, bounds_ms).alias("hb"))
-    rows = binned.groupBy("topic", "fb", "hb").agg(
-        F.count(F.lit(1)).alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"), F.sum(lat).alias("total")
-    ).collect()
 
-    width = len(bounds_ms) + 1
-    overall = _Scope(histogram=[0] * width)
-    topics: dict[str, _Scope] = defaultdict(lambda: _Scope(histogram=[0] * width))
-    for row in rows:
-        counted = (row["fb"], row["hb"], row["n"], row["lo"], row["hi"], row["total"])
-        topics[row["topic"]].add(*counted)
-        overall.add(*counted)
+class LatencyPlan:
+    """The two aggregations of :func:`latency_stats` as queries the caller runs (and may run
+    together with other queries in one Spark action), and the figures from their rows."""
 
-    scopes: dict[str | None, _Scope] = {None: overall}
-    scopes.update(topics)
-    found: dict[tuple[str | None, str], tuple[int, int | None]] = {}
-    for name, scope in scopes.items():
-        for q, figure in PERCENTILES:
-            if scope.count:
-                found[(name, figure)] = scope.locate(nearest_rank(q, scope.count))
+    def __init__(self, frame: DataFrame, bounds_ms: Sequence[float]) -> None:
+        lat = _col("lat_us")
+        self.binned = frame.select("topic", "lat_us", _fine_bucket(lat).alias("fb"),
+                                   _hist_bucket(lat, bounds_ms).alias("hb"))
+        width = len(bounds_ms) + 1
+        self.overall = _Scope(histogram=[0] * width)
+        self.topics: dict[str, _Scope] = defaultdict(lambda: _Scope(histogram=[0] * width))
+        self.found: dict[tuple[str | None, str], tuple[int, int | None]] = {}
 
-    # Second pass only for ranks that fell inside a bucket with several distinct values.
-    pending = {(name, at[0]) for (name, _), at in found.items() if at[1] is not None}
-    values: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
-    if pending:
-        wanted = sorted({fb for _, fb in pending})
-        for row in binned.filter(F.col("fb").isin(wanted)).groupBy("topic", "fb", "lat_us").count().collect():
-            values[(row["topic"], row["fb"])].append((row["lat_us"], row["count"]))
+    def buckets_query(self) -> DataFrame:
+        """Counts per (topic, fine bucket, histogram bucket)."""
+        from pyspark.sql import functions as F
 
-    def resolve(name: str | None, at: tuple[int, int | None]) -> float:
-        value, rank = at
-        if rank is None:
-            return value / 1000.0
-        counts: dict[int, int] = defaultdict(int)
-        for topic in topics if name is None else [name]:
-            for v, c in values.get((topic, value), []):
-                counts[v] += c
-        cum = 0
-        for v in sorted(counts):
-            cum += counts[v]
-            if cum >= rank:
-                return v / 1000.0
-        raise ValueError(f"rank {rank} beyond bucket {value} of {name or 'all topics'}")
-
-    def stats(name: str | None, scope: _Scope) -> LatencyStats:
-        if not scope.count:
-            return LatencyStats(histogram=scope.histogram)
-        return LatencyStats(
-            count=scope.count,
-            min_ms=min(b[1] for b in scope.buckets.values()) / 1000.0,
-            mean_ms=scope.total_us / scope.count / 1000.0,
-            max_ms=max(b[2] for b in scope.buckets.values()) / 1000.0,
-            histogram=scope.histogram,
-            **{figure: resolve(name, found[(name, figure)]) for _, figure in PERCENTILES},
+        lat = F.col("lat_us")
+        return self.binned.groupBy("topic", "fb", "hb").agg(
+            F.count(F.lit(1)).alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"), F.sum(lat).alias("total")
         )
 
-    return stats(None, overall), {name: stats(name, scope) for name, scope in sorted(topics.items())}
+    def values_query(self, rows: Sequence[Mapping[str, Any]]) -> DataFrame | None:
+        """Take the rows of :meth:`buckets_query`; return the query of the distinct values of
+        the buckets some percentile falls inside, or None when the buckets answer alone."""
+        from pyspark.sql import functions as F
+
+        for row in rows:
+            counted = (row["fb"], row["hb"], row["n"], row["lo"], row["hi"], row["total"])
+            self.topics[row["topic"]].add(*counted)
+            self.overall.add(*counted)
+        for name, scope in self._scopes().items():
+            for q, figure in PERCENTILES:
+                if scope.count:
+                    self.found[(name, figure)] = scope.locate(nearest_rank(q, scope.count))
+        # Second pass only for ranks that fell inside a bucket with several distinct values.
+        wanted = sorted({at[0] for at in self.found.values() if at[1] is not None})
+        if not wanted:
+            return None
+        return self.binned.filter(F.col("fb").isin(wanted)).groupBy("topic", "fb", "lat_us").count()
+
+    def _scopes(self) -> dict[str | None, _Scope]:
+        scopes: dict[str | None, _Scope] = {None: self.overall}
+        scopes.update(self.topics)
+        return scopes
+
+    def finish(self, rows: Sequence[Mapping[str, Any]]) -> tuple[LatencyStats, dict[str, LatencyStats]]:
+        """Take the rows of :meth:`values_query` (none when it returned None)."""
+        values: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+        for row in rows:
+            values[(row["topic"], row["fb"])].append((row["lat_us"], row["count"]))
+        topics = self.topics
+
+        def resolve(name: str | None, at: tuple[int, int | None]) -> float:
+            value, rank = at
+            if rank is None:
+                return value / 1000.0
+            counts: dict[int, int] = defaultdict(int)
+            for topic in topics if name is None else [name]:
+                for v, c in values.get((topic, value), []):
+                    counts[v] += c
+            cum = 0
+            for v in sorted(counts):
+                cum += counts[v]
+                if cum >= rank:
+                    return v / 1000.0
+            raise ValueError(f"rank {rank} beyond bucket {value} of {name or 'all topics'}")
+
+        def stats(name: str | None, scope: _Scope) -> LatencyStats:
+            if not scope.count:
+                return LatencyStats(histogram=scope.histogram)
+            return LatencyStats(
+                count=scope.count,
+                min_ms=min(b[1] for b in scope.buckets.values()) / 1000.0,
+                mean_ms=scope.total_us / scope.count / 1000.0,
+                max_ms=max(b[2] for b in scope.buckets.values()) / 1000.0,
+                histogram=scope.histogram,
+                **{figure: resolve(name, self.found[(name, figure)]) for _, figure in PERCENTILES},
+            )
+
+        return stats(None, self.overall), {name: stats(name, scope) for name, scope in sorted(topics.items())}
+
+
+def _col(name: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.col(name)

@@ -30,7 +30,7 @@ overall percentiles of the report stay exact (``_latency.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
     from pytest_kafka_mirror.verify.report import MirrorReport
 
-__all__ = ["TIMELINE_RATIO", "add_timeline", "producer_figures"]
+__all__ = ["TIMELINE_RATIO", "add_timeline", "apply_timeline", "producer_figures", "timeline_queries"]
 
 #: Bucket ratio of the per-second percentiles: their figures are at most this much above exact.
 TIMELINE_RATIO = 1.01
@@ -59,26 +59,39 @@ def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None
 
     ``firsts`` is the verification job's cached frame of distinct received records
     (``acked`` false for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
+    The job itself runs :func:`timeline_queries` together with its other queries and
+    passes their rows to :func:`apply_timeline`; this runs them on their own.
     """
+    rows = {name: [row.asDict() for row in query.collect()] for name, query in timeline_queries(firsts).items()}
+    apply_timeline(report, rows, run_dir)
+
+
+def timeline_queries(firsts: DataFrame) -> dict[str, DataFrame]:
+    """The queries whose rows :func:`apply_timeline` takes, by name (small results)."""
+    return {"timeline": _timeline_query(firsts), "topic_firsts": _topic_firsts_query(firsts)}
+
+
+def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str, Any]]], run_dir: Path) -> None:
+    """Set the report's timeline figures from the rows of :func:`timeline_queries`."""
     manifests = load_manifests(run_dir)
     report.producers = producer_figures(manifests)
-    report.timeline = _timeline(firsts, manifests)
-    report.topic_firsts = _topic_firsts(firsts)
+    report.timeline = _timeline(rows["timeline"], manifests)
+    report.topic_firsts = {
+        r["topic"]: {"first_produce_us": r["first_produce_us"], "first_arrival_us": r["first_arrival_us"]}
+        for r in rows["topic_firsts"]
+    }
 
 
-def _topic_firsts(firsts: DataFrame) -> dict[str, dict[str, int]]:
+def _topic_firsts_query(firsts: DataFrame) -> DataFrame:
     """Per source topic: when its first acknowledged record was produced and when the first
     one arrived (UTC epoch microseconds) — the new-topic discovery time is their gap."""
     from pyspark.sql import functions as F
 
-    rows = (
+    return (
         firsts.filter(F.col("acked"))
         .groupBy("topic")
         .agg(F.min("produce_ts_us").alias("first_produce_us"), F.min("arrival_ts_us").alias("first_arrival_us"))
-        .collect()
     )
-    return {r["topic"]: {"first_produce_us": r["first_produce_us"], "first_arrival_us": r["first_arrival_us"]}
-            for r in rows}
 
 
 def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
@@ -106,7 +119,8 @@ def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
     return out
 
 
-def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
+def _timeline_query(firsts: DataFrame) -> DataFrame:
+    """Per produce second the buckets holding its percentile ranks; per arrival second its count."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
@@ -134,8 +148,10 @@ def _timeline(firsts: DataFrame, manifests: Sequence[Manifest]) -> list[dict[str
         .agg(F.count(F.lit(1)).alias("total"))
         .withColumn("kind", F.lit("arrived"))
     )
-    rows = picked.unionByName(arrivals, allowMissingColumns=True).collect()
+    return picked.unionByName(arrivals, allowMissingColumns=True)
 
+
+def _timeline(rows: Sequence[Mapping[str, Any]], manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
     seconds: dict[int, dict[str, Any]] = {}
 
     def second(t: int) -> dict[str, Any]:

@@ -42,7 +42,8 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -57,8 +58,8 @@ from pytest_kafka_mirror.rundir import (
     load_discovery,
     load_manifests,
 )
-from pytest_kafka_mirror.verify._timeline import add_timeline
-from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
+from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_queries
+from pytest_kafka_mirror.verify.report import LaneStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -190,17 +191,64 @@ def verify_run(
         from pytest_kafka_mirror.verify.session import get_spark
 
         spark = get_spark(master)
-    job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0))
-    try:
-        report = job.run(bounds)
-        add_timeline(report, job.firsts, run)  # per-second figures and producers (verify/_timeline.py)
-    finally:
-        job.release()
+    with _job_conf(spark, run):
+        job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0))
+        try:
+            report = job.run(bounds)
+        finally:
+            job.release()
     report.capture = read_status(run)
     report.discovery = load_discovery(run)
     if write_report:
         report.write(run / REPORT_FILE)
     return report
+
+
+#: Captures smaller than this (bytes of Parquet) run without whole-stage code generation:
+#: compiling the generated Java of a dozen small queries costs more than it saves (about 1 s
+#: per verification of a 10k-record run; a 100 MB capture is some 5M records).
+_SMALL_CAPTURE_BYTES = 4 << 20
+
+
+def _capture_bytes(run: Path) -> int:
+    capture = run / CAPTURE_DIR
+    return sum(p.stat().st_size for p in capture.rglob("*.parquet")) if capture.is_dir() else 0
+
+
+@contextmanager
+def _job_conf(spark: SparkSession, run: Path) -> Iterator[None]:
+    """Session settings for the duration of one verification, restored afterwards.
+
+    In local mode adaptive query execution only costs: its partition coalescing and skew
+    handling have nothing to do with one shuffle partition per core, and it re-plans the
+    query after every stage and runs each stage as a Spark job of its own.  Small captures
+    also skip whole-stage code generation (see ``_SMALL_CAPTURE_BYTES``) and, in local
+    mode, shuffle into one partition: task overhead, not rows, is their cost.  Set through
+    ``spark.conf``, which works over Spark Connect too.
+    """
+    wanted: dict[str, str] = {}
+    try:
+        master = str(spark.conf.get("spark.master", "") or "")
+    except Exception:  # noqa: BLE001 - a Connect server may not expose it: then keep its settings
+        master = ""
+    if master.startswith("local"):
+        wanted["spark.sql.adaptive.enabled"] = "false"
+    if _capture_bytes(run) < _SMALL_CAPTURE_BYTES:
+        wanted["spark.sql.codegen.wholeStage"] = "false"
+        if master.startswith("local"):
+            # A dozen small aggregates run at once: one task each keeps both cores busy.
+            wanted["spark.sql.shuffle.partitions"] = "1"
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 class _Job:
@@ -227,7 +275,8 @@ class _Job:
         # The range join probes a hash table by (lane, seq bucket): a lane whose acked seqs
         # are split into thousands of ranges (many delivery failures) then costs each record
         # one or two range checks, not thousands.
-        self.ranges_df = spark.createDataFrame(
+        self.ranges_df = _local_frame(
+            spark,
             [
                 (i, k[0], k[1], k[2], bucket, a, b, acked)
                 for i, (k, a, b, acked) in enumerate(self.ranges)
@@ -317,13 +366,38 @@ class _Job:
         return stats
 
     def run(self, bounds: list[float]) -> MirrorReport:
-        lane_max = self._counts_and_missing()
+        """Two Spark actions in a clean run (three with anomalies to show), then the rare extras.
+
+        1. Every small aggregate of the cached ``firsts`` and of the capture at once
+           (:func:`_collect`): per range counts, latency buckets, the timeline, record
+           kinds and the top-K candidates of every example.  The first of them materialises
+           ``firsts``, the others read the cache.
+        2. What depends on those rows: the gaps inside ranges with holes, the latency
+           values of the buckets a percentile falls inside, and the locations of the example
+           records in the capture.
+        """
+        from pytest_kafka_mirror.verify._latency import LatencyPlan
+
+        latency = LatencyPlan(self._latency_frame(), bounds)
+        first = _collect({
+            "ranges": self._range_query(), "latency": latency.buckets_query(),
+            "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts),
+            **(self._candidate_queries() if self.examples else {}),
+        })
+        kinds = {row["kind"]: row["count"] for row in first["kinds"]}
+        lane_max, missing = self._counts(first["ranges"])
+        second: dict[str, DataFrame | None] = {
+            "holes": self._holes_query(missing.holed, self.firsts),
+            "values": latency.values_query(first["latency"]),
+            "located": self._locate_query(first, missing, lane_max, kinds) if self.examples else None,
+        }
+        rows = _collect({name: query for name, query in second.items() if query is not None})
+        self._fill_missing(missing, rows.get("holes", []))
         reconciled = (self.run_dir / SOURCE_DIR).is_dir()
         if reconciled:
             self._reconcile()
         self._split_partitions()
-        latency, by_topic = self._latency(bounds)
-        kinds = {row["kind"]: row["count"] for row in self.cap.groupBy("kind").count().collect()}
+        overall, by_topic = latency.finish(rows.get("values", []))
 
         lanes = [self.stats[k] for k in sorted(self.stats)]
         report = MirrorReport(
@@ -333,27 +407,31 @@ class _Job:
             lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
             reconciled=reconciled,
             lanes=lanes,
-            latency=latency,
+            latency=overall,
             latency_by_topic=by_topic,
             histogram_bounds_ms=bounds,
         )
         for name in _LANE_TOTALS:
             setattr(report, name, sum(getattr(s, name) for s in lanes))
         if self.examples:
-            report.examples = self._examples(report, lane_max)
+            report.examples = self._examples(report, lane_max, first, rows.get("located", []))
+        apply_timeline(report, first, self.run_dir)
         return report
 
     # -- 2. counts and missing ranges ----------------------------------------------------
 
-    def _counts_and_missing(self) -> dict[LaneKey, int]:
-        """Fill the lane counts and missing ranges; return the highest seq received per lane."""
+    def _range_query(self) -> DataFrame:
         from pyspark.sql import functions as F
 
-        rows = self.firsts.groupBy(*_KEY, "range_id").agg(
+        return self.firsts.groupBy(*_KEY, "range_id").agg(
             F.count(F.lit(1)).alias("distinct"), F.sum("n").alias("received"), F.sum("bad").alias("bad"),
             F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.sum("reordered").alias("reordered"),
             F.min("pmin").alias("pmin"), F.max("pmax").alias("pmax"),
-        ).collect()
+        )
+
+    def _counts(self, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[LaneKey, int], _Missing]:
+        """Fill the lane counts from the rows of :meth:`_range_query`; return the highest seq
+        received per lane and the missing ranges but those inside ranges (see _fill_missing)."""
         lane_max: dict[LaneKey, int] = {}
         seen: dict[int, tuple[int, int, int]] = {}
         for row in rows:
@@ -383,67 +461,54 @@ class _Job:
             top = lane_max.get(key)
             return "lost" if top is not None and top > last else "unseen"
 
-        found, n_ranges, per_kind = self._missing(seen, self.firsts, tail_kind, "lost")
+        missing = self._missing(seen, tail_kind, "lost")
+        for key, kinds in missing.per_kind.items():
+            stats = self._lane(key)
+            stats.lost, stats.unseen = kinds["lost"], kinds["unseen"]
+        return lane_max, missing
+
+    def _fill_missing(self, missing: _Missing, hole_rows: Sequence[Mapping[str, Any]]) -> None:
+        """Add the gaps inside ranges (rows of :meth:`_holes_query`) and list every lane's missing ranges."""
+        found, n_ranges = missing.add_holes(self.ranges, hole_rows)
         for key, ranges in found.items():
             stats = self._lane(key)
-            stats.lost, stats.unseen = per_kind[key]["lost"], per_kind[key]["unseen"]
             stats.missing_ranges = ranges[: self.max_ranges]
             stats.missing_range_count = n_ranges[key]
-        return lane_max
 
-    def _missing(
-        self, seen: dict[int, tuple[int, int, int]], frame: DataFrame, tail_kind: Callable[[LaneKey, int], str],
-        inner_kind: str,
-    ) -> tuple[dict[LaneKey, list[MissingRange]], dict[LaneKey, int], dict[LaneKey, dict[str, int]]]:
-        """Missing seqs of every acknowledged range, given (lo, hi, distinct) of the seqs of
-        ``frame`` (columns ``range_id``, ``seq``; distinct) that fall in each range.
-
-        Returns per lane the missing ranges (every edge, the first gaps inside each range;
-        sorted), the exact number of missing ranges, and the exact missing count per kind:
-        the gaps inside a range hold ``hi - lo + 1 - distinct`` seqs whatever the listing cap.
+    def _missing(self, seen: dict[int, tuple[int, int, int]], tail_kind: Callable[[LaneKey, int], str],
+                 inner_kind: str) -> _Missing:
+        """Missing seqs of every acknowledged range, given (lo, hi, distinct) of the seqs
+        received that fall in each range: every edge, and the exact missing count per kind
+        (the gaps inside a range hold ``hi - lo + 1 - distinct`` seqs whatever the listing
+        cap).  The ranges with holes inside are listed in ``holed`` for :meth:`_holes_query`.
         """
-        found: dict[LaneKey, list[MissingRange]] = defaultdict(list)
-        n_ranges: dict[LaneKey, int] = defaultdict(int)
-        per_kind: dict[LaneKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        holed: dict[int, int] = {}
-
-        def add(key: LaneKey, r: MissingRange) -> None:
-            found[key].append(r)
-            n_ranges[key] += 1
-            per_kind[key][r.kind] += r.count
-
+        out = _Missing(inner_kind)
         for rid, (key, a, b, acked) in enumerate(self.ranges):
             if not acked:
                 continue
             got = seen.get(rid)
             if got is None:
-                add(key, MissingRange(a, b, tail_kind(key, b)))
+                out.add(key, MissingRange(a, b, tail_kind(key, b)))
                 continue
             lo, hi, distinct = got
             if lo > a:
-                add(key, MissingRange(a, lo - 1, inner_kind))
+                out.add(key, MissingRange(a, lo - 1, inner_kind))
             if hi < b:
-                add(key, MissingRange(hi + 1, b, tail_kind(key, b)))
+                out.add(key, MissingRange(hi + 1, b, tail_kind(key, b)))
             inside = hi - lo + 1 - distinct
             if inside:
-                holed[rid] = inside
-                per_kind[key][inner_kind] += inside
-        for rid, (n_gaps, gaps) in self._holes(holed, frame).items():
-            key = self.ranges[rid][0]
-            found[key] += [MissingRange(a, b, inner_kind) for a, b in gaps]
-            n_ranges[key] += n_gaps
-        for ranges in found.values():
-            ranges.sort(key=lambda r: r.first)
-        return found, n_ranges, per_kind
+                out.holed.append(rid)
+                out.per_kind[key][inner_kind] += inside
+        return out
 
-    def _holes(self, holed: dict[int, int], frame: DataFrame) -> dict[int, tuple[int, list[tuple[int, int]]]]:
-        """Gaps inside ranges (gaps-and-islands): range id -> (gap count, first gaps)."""
+    def _holes_query(self, holed: list[int], frame: DataFrame) -> DataFrame | None:
+        """Gaps inside ranges (gaps-and-islands): per range id the gap count and first gaps."""
         if not holed:
-            return {}
+            return None
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        ids = self.spark.createDataFrame([(rid,) for rid in holed], "range_id bigint")
+        ids = _local_frame(self.spark, [(rid,) for rid in holed], "range_id bigint")
         rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select("range_id", "seq")
         # Consecutive seqs share seq - row_number: each group is an island of received seqs.
         by_seq = Window.partitionBy("range_id").orderBy("seq")
@@ -458,11 +523,11 @@ class _Job:
             # Island k (1-based) is preceded by gap k-1: its rank among the gaps, for the cap.
             (F.row_number().over(by_lo) - 1).alias("k"),
         ).filter(F.col("k") >= 1)
-        result = gaps.groupBy("range_id").agg(
+        return gaps.groupBy("range_id").agg(
             F.count(F.lit(1)).alias("gaps"),
             F.collect_list(F.when(F.col("k") <= self.max_ranges, F.struct("a", "b"))).alias("first"),
-        ).collect()
-        return {r["range_id"]: (r["gaps"], sorted((g["a"], g["b"]) for g in r["first"])) for r in result}
+        )
+
     # -- 3. lanes split over partitions ------------------------------------------------------
 
     def _split_partitions(self) -> None:
@@ -475,7 +540,7 @@ class _Job:
             return
         from pyspark.sql import functions as F
 
-        keys = self.spark.createDataFrame(split, "topic string, producer_id string, lane int")
+        keys = _local_frame(self.spark, split, "topic string, producer_id string, lane int")
         rows = self.ident.join(F.broadcast(keys), list(_KEY), "left_semi").groupBy(*_KEY, "partition").agg(
             F.min("offset").alias("offset"), F.min_by("seq", "offset").alias("seq"),
             F.count(F.lit(1)).alias("records"),
@@ -490,21 +555,82 @@ class _Job:
 
     # -- 4. latency ------------------------------------------------------------------------
 
-    def _latency(self, bounds: list[float]) -> tuple[LatencyStats, dict[str, LatencyStats]]:
+    def _latency_frame(self) -> DataFrame:
         from pyspark.sql import functions as F
 
-        from pytest_kafka_mirror.verify._latency import latency_stats
-
-        frame = self.firsts.filter(F.col("acked")).select(
+        return self.firsts.filter(F.col("acked")).select(
             "topic", (F.col("arrival_ts_us") - F.col("produce_ts_us")).alias("lat_us")
         ).filter(F.col("lat_us").isNotNull())
-        return latency_stats(frame, bounds)
 
     # -- 6. examples -----------------------------------------------------------------------
 
-    def _examples(self, report: MirrorReport, lane_max: dict[LaneKey, int]) -> dict[str, list[dict[str, Any]]]:
+    def _candidate_queries(self) -> dict[str, DataFrame]:
+        """Top-K example candidates of every anomaly, run whether or not it occurred: in a
+        clean run each is a scan of the cache (or of one Parquet column) that finds nothing,
+        cheaper than another Spark action.  ``orderBy().limit()`` runs as a top-K."""
         from pyspark.sql import functions as F
 
+        order = [*_KEY, "seq"]
+        n = self.examples
+        # Duplicates and phantoms come from the deduplicated frame; where their copies
+        # landed is looked up afterwards for just these keys (see _locate_query).
+        return {
+            "duplicated": self.firsts.filter(F.col("n") > 1).orderBy(*order).select(
+                *order, F.col("n").alias("copies")).limit(n),
+            "phantom": self.firsts.filter(~F.col("acked")).orderBy(*order).select(
+                *order, F.col("n").alias("copies")).limit(n),
+            # The first seqs with a corrupt copy: their corrupt copies are the first examples.
+            "corrupt_seqs": self.firsts.filter(F.col("bad") > 0).orderBy(*order).select(*order).limit(n),
+            "reordered": self.firsts.filter(F.col("reordered") > 0).orderBy(
+                *_KEY, "r_partition", "r_offset").select(
+                *order, "after_seq", F.col("r_partition").alias("partition"),
+                F.col("r_offset").alias("offset")).limit(n),
+            "headers_lost": self.cap.filter(F.col("kind") == "headerless").orderBy(
+                "topic", "lane", "partition", "offset").select(
+                "topic", "target_topic", "lane", "partition", "offset").limit(n),
+            "foreign": self.cap.filter(F.col("kind") == "foreign").orderBy(
+                "target_topic", "partition", "offset").select("target_topic", "partition", "offset", "evidence").limit(n),
+        }
+
+    def _locate_query(self, first: Mapping[str, Sequence[Mapping[str, Any]]], missing: _Missing,
+                      lane_max: dict[LaneKey, int], kinds: Mapping[str, int]) -> DataFrame | None:
+        """One capture scan for every record the examples name: the first copies (in
+        arrival order; ties broken by partition and offset, so the answer is deterministic;
+        at most ``_MAX_COPIES_SHOWN + 1``: enough to show that there are more) of the
+        duplicated and phantom candidates and of the highest seq that arrived in a lane
+        with missing records, and the corrupt copies of the corrupt candidates."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        wanted = {(r["topic"], r["producer_id"], r["lane"], r["seq"]): (True, False)
+                  for name in ("duplicated", "phantom") for r in first.get(name, [])}
+        for kind in ("lost", "unseen"):
+            lanes = sorted(k for k, c in missing.per_kind.items() if c[kind] and k in lane_max)[: self.examples]
+            wanted.update({(*key, lane_max[key]): (True, False) for key in lanes})
+        for r in first.get("corrupt_seqs", []):
+            loc = wanted.get((r["topic"], r["producer_id"], r["lane"], r["seq"]), (False, False))[0]
+            wanted[(r["topic"], r["producer_id"], r["lane"], r["seq"])] = (loc, True)
+        if not wanted:
+            return None
+        table = _local_frame(
+            self.spark,
+            [(*k, loc, bad) for k, (loc, bad) in sorted(wanted.items())],
+            "topic string, producer_id string, lane int, seq bigint, w_loc boolean, w_bad boolean")
+        order = [*_KEY, "seq"]
+        by_arrival = Window.partitionBy(*order).orderBy("arrival_ts_us", "partition", "offset")
+        corrupt = F.col("checksum_ok") == F.lit(False)
+        by_place = Window.partitionBy(*order, corrupt).orderBy("partition", "offset")
+        return (
+            self.ident.join(F.broadcast(table), order, "inner")
+            .select(*order, "partition", "offset", "w_loc", "w_bad", corrupt.alias("corrupt"),
+                    F.row_number().over(by_arrival).alias("k"), F.row_number().over(by_place).alias("kb"))
+            .filter((F.col("w_loc") & (F.col("k") <= _MAX_COPIES_SHOWN + 1))
+                    | (F.col("w_bad") & F.col("corrupt") & (F.col("kb") <= self.examples)))
+        )
+
+    def _examples(self, report: MirrorReport, lane_max: dict[LaneKey, int],
+                  first: Mapping[str, Sequence[Mapping[str, Any]]],
+                  located_rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         ex: dict[str, list[dict[str, Any]]] = {}
         for kind in ("lost", "unseen"):
             picked = [(s, r) for s in report.lanes for r in s.missing_ranges if r.kind == kind][: self.examples]
@@ -515,41 +641,24 @@ class _Job:
                      "arrived_seq": lane_max.get((s.topic, s.producer_id, s.lane))}
                     for s, r in picked
                 ]
-        order = [*_KEY, "seq"]
-        queries: dict[str, DataFrame] = {}
-        # Duplicates and phantoms come from the deduplicated frame; where their copies
-        # landed is looked up afterwards for just these keys (see _locate).
-        if report.duplicated:
-            queries["duplicated"] = self.firsts.filter(F.col("n") > 1).orderBy(*order).select(
-                *order, F.col("n").alias("copies"))
-        if report.phantom:
-            queries["phantom"] = self.firsts.filter(~F.col("acked")).orderBy(*order).select(
-                *order, F.col("n").alias("copies"))
-        if report.corrupted:
-            queries["corrupted"] = self.ident.filter(F.col("checksum_ok") == F.lit(False)).orderBy(
-                *order, "partition", "offset").select(*order, "partition", "offset")
-        if report.reordered:
-            queries["reordered"] = self.firsts.filter(F.col("reordered") > 0).orderBy(
-                *_KEY, "r_partition", "r_offset").select(
-                *order, "after_seq", F.col("r_partition").alias("partition"), F.col("r_offset").alias("offset"))
-        if report.headers_lost:
-            queries["headers_lost"] = self.cap.filter(F.col("kind") == "headerless").orderBy(
-                "topic", "lane", "partition", "offset").select("topic", "target_topic", "lane", "partition", "offset")
-        if report.foreign:
-            queries["foreign"] = self.cap.filter(F.col("kind") == "foreign").orderBy(
-                "target_topic", "partition", "offset").select("target_topic", "partition", "offset", "evidence")
-        for name, query in queries.items():
-            # orderBy + limit at the top of a plan runs as a top-K, not a full sort.
-            ex[name] = [row.asDict() for row in query.limit(self.examples).collect()]
+        located: dict[tuple[str, str, int, int], list[tuple[int, int]]] = defaultdict(list)
+        corrupt: list[dict[str, Any]] = []
+        for r in sorted(located_rows, key=lambda r: r["k"]):
+            if r["w_loc"] and r["k"] <= _MAX_COPIES_SHOWN + 1:
+                located[(r["topic"], r["producer_id"], r["lane"], r["seq"])].append((r["partition"], r["offset"]))
+            if r["w_bad"] and r["corrupt"]:
+                corrupt.append({k: r[k] for k in ("topic", "producer_id", "lane", "seq", "partition", "offset")})
+        sort_key = lambda r: tuple(r[k] for k in (*_KEY, "seq", "partition", "offset"))
+        found = {
+            "duplicated": report.duplicated, "phantom": report.phantom, "corrupted": report.corrupted,
+            "reordered": report.reordered, "headers_lost": report.headers_lost, "foreign": report.foreign,
+        }
+        candidates = {**first, "corrupted": sorted(corrupt, key=sort_key)[: self.examples]}
+        for name, count in found.items():
+            if count:
+                ex[name] = [dict(row) for row in candidates.get(name, [])]
         if self.split_rows:
             ex["lane_split"] = self.split_rows[: self.examples]
-
-        # One lookup for every record whose location the examples name.
-        wanted = [(r["topic"], r["producer_id"], r["lane"], r["seq"]) for n in ("duplicated", "phantom")
-                  for r in ex.get(n, [])]
-        wanted += [(r["topic"], r["producer_id"], r["lane"], r["arrived_seq"]) for n in ("lost", "unseen")
-                   for r in ex.get(n, []) if r["arrived_seq"] is not None]
-        located = self._locate(wanted)
         for name in ("lost", "unseen"):
             for row in ex.get(name, []):
                 copies = located.get((row["topic"], row["producer_id"], row["lane"], row["arrived_seq"]), [])
@@ -564,31 +673,6 @@ class _Job:
                 else:
                     row["why"] = phantom_reason(self.meta, (row["topic"], row["producer_id"], row["lane"]), row["seq"])
         return ex
-
-    def _locate(self, keys: list[tuple[str, str, int, int]]) -> dict[tuple[str, str, int, int], list[tuple[int, int]]]:
-        """(partition, offset) of the first copies of the given records, in arrival order.
-
-        Ties in arrival time (the capture stamps a whole batch at once) are broken by
-        partition and offset, so the answer is deterministic.  At most
-        ``_MAX_COPIES_SHOWN + 1`` copies per record: enough to show that there are more.
-        """
-        if not keys:
-            return {}
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        wanted = self.spark.createDataFrame(sorted(set(keys)), "topic string, producer_id string, lane int, seq bigint")
-        by_arrival = Window.partitionBy(*_KEY, "seq").orderBy("arrival_ts_us", "partition", "offset")
-        found = (
-            self.ident.join(F.broadcast(wanted), [*_KEY, "seq"], "left_semi")
-            .select(*_KEY, "seq", "partition", "offset", F.row_number().over(by_arrival).alias("k"))
-            .filter(F.col("k") <= _MAX_COPIES_SHOWN + 1)
-            .collect()
-        )
-        out: dict[tuple[str, str, int, int], list[tuple[int, int]]] = defaultdict(list)
-        for r in sorted(found, key=lambda r: r["k"]):
-            out[(r["topic"], r["producer_id"], r["lane"], r["seq"])].append((r["partition"], r["offset"]))
-        return out
 
     # -- 7. three-log reconciliation -----------------------------------------------------------
 
@@ -607,13 +691,100 @@ class _Job:
         rows = self.union.groupBy("range_id").agg(
             F.count(F.lit(1)).alias("distinct"), F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
         seen = {r["range_id"]: (r["lo"], r["hi"], r["distinct"]) for r in rows}
-        found, n_ranges, per_kind = self._missing(seen, self.union, lambda key, last: "source", "source")
+        missing = self._missing(seen, lambda key, last: "source", "source")
+        holes = self._holes_query(missing.holed, self.union)
+        found, n_ranges = missing.add_holes(self.ranges, holes.collect() if holes is not None else [])
+        per_kind = missing.per_kind
         for key, stats in self.stats.items():
             gone = per_kind[key]["source"] if key in per_kind else 0
             stats.missing_in_source = gone
             stats.lost_by_replicator = stats.lost + stats.unseen - gone
             stats.source_missing_ranges = found.get(key, [])[: self.max_ranges]
             stats.source_missing_range_count = n_ranges.get(key, 0)
+
+
+class _Missing:
+    """Missing ranges of acknowledged ranges, being found: per lane the ranges listed, their
+    exact number, and the exact missing count per kind; the ranges with holes inside."""
+
+    def __init__(self, inner_kind: str) -> None:
+        self.inner_kind = inner_kind
+        self.found: dict[LaneKey, list[MissingRange]] = defaultdict(list)
+        self.n_ranges: dict[LaneKey, int] = defaultdict(int)
+        self.per_kind: dict[LaneKey, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.holed: list[int] = []
+
+    def add(self, key: LaneKey, r: MissingRange) -> None:
+        self.found[key].append(r)
+        self.n_ranges[key] += 1
+        self.per_kind[key][r.kind] += r.count
+
+    def add_holes(self, ranges: Sequence[tuple[LaneKey, int, int, bool]], rows: Sequence[Any],
+                  ) -> tuple[dict[LaneKey, list[MissingRange]], dict[LaneKey, int]]:
+        """Add the gaps inside ranges (rows of ``_Job._holes_query``); return the listed
+        ranges per lane (sorted) and their exact number."""
+        for row in rows:
+            key = ranges[row["range_id"]][0]
+            gaps = sorted((g["a"], g["b"]) for g in row["first"])
+            self.found[key] += [MissingRange(a, b, self.inner_kind) for a, b in gaps]
+            self.n_ranges[key] += row["gaps"]
+        for listed in self.found.values():
+            listed.sort(key=lambda r: r.first)
+        return self.found, self.n_ranges
+
+
+#: Rows up to which a small table of the job is an inline ``VALUES`` list (see _local_frame).
+_INLINE_ROWS = 2000
+
+
+def _local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str) -> DataFrame:
+    """A small table of the driver's as a frame (``schema``: ``"name type, ..."``, no commas in types).
+
+    ``createDataFrame`` of a list makes an RDD in classic Spark, and broadcasting it for a
+    join costs a Spark job of its own (about 0.1 s each); an inline ``VALUES`` list is a
+    local relation, broadcast without one.  Strings, ints and booleans only.
+    """
+    fields = [f.strip().split() for f in schema.split(",")]
+    if not rows or len(rows) > _INLINE_ROWS:
+        return spark.createDataFrame(list(rows), schema)
+
+    def literal(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "TRUE" if v else "FALSE"
+        if isinstance(v, int):
+            return str(v)
+        return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+    values = ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
+    columns = ", ".join(f"c{i}" for i in range(len(fields)))
+    select = ", ".join(f"CAST(c{i} AS {t}) AS `{name}`" for i, (name, t) in enumerate(fields))
+    return spark.sql(f"SELECT {select} FROM VALUES {values} AS t({columns})")
+
+
+def _collect(queries: Mapping[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
+    """Run small queries in one Spark action: their rows by query name, as dicts.
+
+    Each query's rows become JSON strings tagged with its name, so queries of any shape
+    union into one frame of two string columns.  A Spark action costs a job submission,
+    planning and a round trip whatever its size; a verification runs a dozen small
+    queries, and one action for all of them is most of the saving on small runs.
+    """
+    if not queries:
+        return {}
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    tagged = [
+        query.select(F.lit(name).alias("q"), F.to_json(F.struct(*query.columns), {"ignoreNullFields": "false"}).alias("v"))
+        for name, query in queries.items()
+    ]
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
+    for row in reduce(lambda a, b: a.unionAll(b), tagged).collect():
+        out[row["q"]].append(json.loads(row["v"]))
+    return out
 
 
 def _identified(capture: DataFrame) -> DataFrame:
