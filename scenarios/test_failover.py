@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kafka_mirror.capture import witness
+from pytest_kafka_mirror import witness
 from pytest_kafka_mirror.faults import at, kill, start, terminate
 
 RATE = 300  # messages/s per topic
