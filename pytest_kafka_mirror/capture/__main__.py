@@ -1,5 +1,5 @@
 import sys
 
-from .target import main
+from .process import main
 
 sys.exit(main())

@@ -16,7 +16,9 @@ the gap fills (counted as ``refetched``) or has been open ``wait`` seconds: then
 offsets are taken as really absent (transaction markers, compaction, deleted records;
 counted as ``accepted``) and the records after them are handled.  A partition's order
 is kept: nothing is handled twice or out of offset order.  Cost: a dict lookup per
-record; on a transactional topic, up to ``wait`` seconds of delay per control record.
+record (the capture makes :meth:`GapGuard.filter`'s check in its own per-record pass and
+calls :meth:`GapGuard.resume` at the first gap); on a transactional topic, up to
+``wait`` seconds of delay per control record.
 """
 
 from __future__ import annotations
@@ -66,6 +68,12 @@ class GapGuard:
                 continue
             return self._slow(msgs, i)
         return msgs
+
+    def resume(self, msgs: Sequence[Any], start: int) -> list[Any]:
+        """The records to handle of ``msgs[start:]``, when ``msgs[start]`` is the first whose
+        offset is not :attr:`next` (the capture's loop checks the offsets of ``msgs[:start]``
+        itself, as :meth:`filter` does, and stops there)."""
+        return self._slow(msgs, start)[start:]  # _slow keeps msgs[:start], handled already
 
     def _slow(self, msgs: Sequence[Any], start: int) -> list[Any]:
         from confluent_kafka import KafkaException, TopicPartition

@@ -1,0 +1,369 @@
+"""One capture process: the consume loop, the partition assignment and the stop decision.
+
+:class:`~.target.Capture` starts it as ``python -m pytest_kafka_mirror.capture.process``
+(one per partition group); the module docstring of :mod:`.target` says what it does.
+Three threads: the consume loop (main), the segment writer (:mod:`.segments`: Parquet
+segments and the progress files), and the metadata reader (:class:`_Partitions`); the
+main thread does no file or metadata I/O per batch, so the records behind it never wait.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
+from .gaps import GapGuard
+from .rows import LiveFigures, RowBuilder
+from .segments import SEGMENT_ROWS, SEGMENT_SECONDS, SegmentWriteError, SegmentWriter
+from .target import (
+    CONSUMER_CONFIG,
+    ERROR_PREFIX,
+    PRODUCE_DONE,
+    PRODUCED_GLOB,
+    PROGRESS,
+    READY,
+    STATE,
+    group_file,
+)
+
+__all__ = ["main"]
+
+
+class _Partitions:
+    """The partition counts of the target topics, read by a thread of their own.
+
+    In the consume loop, a metadata request made every record behind it wait: ~0.2 ms
+    usually, but ~50-300 ms for the first ones (connecting, a topic not there yet) and up
+    to its 5 s timeout while a broker restarts (a fault of the run).  The thread asks
+    every 0.05 s while a target topic is missing (the replicator creates it), then once a
+    second for added partitions.  librdkafka handles are thread-safe and the client drops
+    the GIL while it waits.
+    """
+
+    def __init__(self, consumer: Any, topics: Sequence[str], log: Callable[[str], None]) -> None:
+        self.consumer = consumer
+        self.topics = list(topics)
+        self.log = log
+        #: target topic -> partitions, a new dict (and a new version) for each change
+        self.counts: dict[str, int] = {}
+        self.version = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._work, name="capture-metadata", daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        while not self._stop.is_set():
+            try:
+                md = self.consumer.list_topics(timeout=5)
+                counts = {t: len(md.topics[t].partitions) for t in self.topics
+                          if t in md.topics and md.topics[t].error is None}
+                if counts != self.counts:
+                    self.counts = counts
+                    self.version += 1
+            except Exception as exc:  # noqa: BLE001 - whatever failed, the next round asks again
+                self.log(f"capture: metadata refresh failed (will retry): {exc}")
+            self._stop.wait(0.05 if len(self.counts) < len(self.topics) else 1.0)
+
+    def close(self) -> None:
+        """Stop and join the thread (before the consumer closes: it may be in a request)."""
+        self._stop.set()
+        self._thread.join(10.0)  # a request times out after 5 s
+
+
+def _log(text: str) -> None:
+    print(text, flush=True)
+
+
+class _CaptureProcess:
+    """One capture process (of ``args.groups``): the consume loop and its stop decision."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from confluent_kafka import Consumer
+
+        from .._kafkalog import with_logger
+        from ..rundir import DEFAULT_BOUNDS
+
+        self.args = args
+        self.run_dir = Path(args.run_dir)
+        self.group, self.groups = args.group, args.groups
+        self.mapping: dict[str, str] = json.loads(args.topics)  # target -> source
+        self.manifest_dir = Path(args.manifest_dir) if args.manifest_dir else self.run_dir
+        self.stopping = False
+        self.consumer = Consumer(with_logger({
+            "bootstrap.servers": args.bootstrap,
+            "group.id": f"kafka-mirror-capture-{os.getpid()}",  # never joined: assign() only
+            **CONSUMER_CONFIG,
+        }))
+        prefix = "part" if self.groups <= 1 else f"part-g{self.group}"
+        self.writer = SegmentWriter(self.run_dir / CAPTURE_DIR, prefix)
+        # Offsets must follow each other: a broker showing a later record first (Tansu,
+        # several producers on one partition) must not make the capture skip one.
+        self.gaps = GapGuard(self.consumer, log=lambda text: _log(f"capture: {text}"))
+        self.live = LiveFigures(DEFAULT_BOUNDS)
+        self.rows = RowBuilder(self.mapping, self.live, _log)
+        self.seen, self.counts, self.warmup_ends = self.rows.seen, self.rows.counts, self.rows.warmup_ends
+        self.partitions: _Partitions | None = None
+        self.partitions_version = 0
+        self.assigned: dict[str, int] = {}
+        self.t_start = time.monotonic()
+        self.last_record = self.t_start  # monotonic time of the last record
+        self.last_record_wall = time.time()
+        self.lanes: list[tuple[tuple[str, str, int], int, list[list[int]]]] | None = None
+        self.complete: set[tuple[str, str, int]] = set()
+        # the stop decision's state (see should_stop)
+        self.produce_done_at: float | None = None
+        self.all_satisfied_at: float | None = None
+        self.next_done_check = self.next_check = 0.0
+
+    def file(self, name: str) -> Path:
+        return self.run_dir / group_file(name, self.group, self.groups)
+
+    # -- assignment ------------------------------------------------------------------
+    def assign(self, counts: dict[str, int]) -> None:
+        """Assign the partitions of ``counts`` (target topic -> partitions) not assigned yet."""
+        from confluent_kafka import TopicPartition
+
+        new = []
+        for target, n in counts.items():
+            have = self.assigned.get(target, 0)
+            if n > have:
+                new += [TopicPartition(target, p, 0) for p in range(have, n) if p % self.groups == self.group]
+                self.assigned[target] = n
+        if new:
+            for tp in new:
+                self.gaps.start(tp.topic, tp.partition, tp.offset)
+            self.consumer.incremental_assign(new)
+            self.write_progress()
+
+    def progress(self) -> dict[str, Any]:
+        return {**self.counts, "elapsed": round(time.monotonic() - self.t_start, 3), "partitions": dict(self.assigned),
+                **self.live.to_dict()}
+
+    def write_progress(self) -> None:
+        """The progress file, written by the segment writer's thread (no file I/O in the loop)."""
+        self.writer.write_json(self.file(PROGRESS), self.progress())
+
+    # -- the consume loop --------------------------------------------------------------
+    def consume(self) -> None:
+        """One batch: rows, seen sequences, live figures (:class:`RowBuilder`), offsets checked."""
+        msgs = self.consumer.consume(500, 0.01)
+        if not msgs:
+            return
+        arrival = time.time_ns() // 1000
+        rows, gaps = self.writer.rows, self.gaps
+        if gaps.open:
+            self.rows.add(gaps.filter(msgs), arrival, rows)
+        else:
+            handled = self.rows.add(msgs, arrival, rows, gaps.next)
+            if handled < len(msgs):  # a gap: the guard seeks back and keeps what may be handled
+                self.rows.add(gaps.resume(msgs, handled), arrival, rows)
+        self.last_record = time.monotonic()
+        self.last_record_wall = time.time()
+        if len(rows) >= SEGMENT_ROWS:
+            self.writer.cut()
+
+    def loop(self) -> str:
+        """Consume until a stop condition holds; returns the reason."""
+        args = self.args
+        next_status = 0.0
+        partitions = self.partitions = _Partitions(self.consumer, list(self.mapping), _log)
+        while not self.stopping:
+            if partitions.version != self.partitions_version:
+                self.partitions_version = partitions.version
+                self.assign(partitions.counts)
+            self.consume()
+            now = time.monotonic()
+            if now - self.writer.last_cut >= SEGMENT_SECONDS:
+                self.writer.cut()
+            reason = self.should_stop(now)
+            if reason is not None:
+                return reason
+            if args.max_runtime and now - self.t_start >= args.max_runtime:
+                return "max-runtime"
+            if now >= next_status:
+                next_status = now + 1.0
+                self.write_progress()
+        return "terminated"
+
+    # -- when to stop ----------------------------------------------------------------
+    def production_done(self) -> bool:
+        if (self.run_dir / PRODUCE_DONE).exists():
+            return True
+        want = self.args.producers
+        return bool(want) and len(list(self.manifest_dir.glob(PRODUCED_GLOB))) >= want
+
+    def load_lanes(self) -> None:
+        """The lanes this process answers for: acknowledged records, source partition in its group."""
+        self.lanes = [
+            ((lane.topic, m.producer_id, lane.lane), lane.acked_count, lane.acked)
+            for m in load_manifests(self.manifest_dir)
+            for lane in m.lanes
+            if lane.acked_count and lane.partition % self.groups == self.group
+        ]
+
+    def satisfied(self) -> bool:
+        assert self.lanes is not None
+        for key, acked, ranges in self.lanes:
+            if key in self.complete:
+                continue
+            bm = self.seen.get(key)
+            if bm is None or bm.distinct < acked or not bm.covers(ranges):
+                return False
+            self.complete.add(key)  # bits are only ever set: complete stays complete
+        return True
+
+    def others(self) -> list[dict[str, Any]]:
+        """The other processes' view (multi-process capture)."""
+        out = []
+        for g in range(self.groups):
+            if g == self.group:
+                continue
+            try:
+                out.append(json.loads((self.run_dir / group_file(STATE, g, self.groups)).read_text()))
+            except (OSError, ValueError):
+                out.append({})
+        return out
+
+    def should_stop(self, now: float) -> str | None:
+        """"satisfied" or "drain-timeout" once production is done (checked every 0.1 s), else None."""
+        args = self.args
+        if self.produce_done_at is None:
+            if now < self.next_done_check:
+                return None
+            self.next_done_check = now + 0.05  # a stat (or a listing) per batch adds up
+            if not self.production_done():
+                return None
+            self.produce_done_at = now
+            self.load_lanes()
+        if now < self.next_check:
+            return None
+        self.next_check = now + 0.1
+        mine = self.satisfied()
+        last_wall = self.last_record_wall
+        everyone = mine
+        if self.groups > 1:
+            self.writer.write_json(self.file(STATE), {"satisfied": mine, "last_record": last_wall})
+            for other in self.others():
+                everyone = everyone and bool(other.get("satisfied"))
+                last_wall = max(last_wall, float(other.get("last_record", 0.0)))
+        if not everyone:
+            self.all_satisfied_at = None
+        elif self.all_satisfied_at is None:
+            self.all_satisfied_at = now
+        if self.all_satisfied_at is not None and now - self.all_satisfied_at >= args.settle:
+            return "satisfied"
+        idle = min(now - max(self.last_record, self.produce_done_at), time.time() - last_wall)
+        if now - self.produce_done_at >= args.drain_timeout and idle >= args.drain_timeout:
+            return "drain-timeout"
+        return None
+
+    # -- the whole process -------------------------------------------------------------
+    def run(self) -> int:
+        self.file(STATE).unlink(missing_ok=True)
+        self.file(READY).write_text(str(os.getpid()))
+        try:
+            reason = self.loop()
+        finally:
+            # Every way out (stop, a write error, Ctrl-C): the threads joined, every segment
+            # cut so far on disk, then the consumer closed.
+            try:
+                if self.partitions is not None:
+                    self.partitions.close()
+                self.writer.close()
+            finally:
+                self.consumer.close()
+        self.finish(reason)
+        return 0
+
+    def finish(self, reason: str) -> None:
+        """The final progress and the status, written after the last segment is on disk."""
+        args = self.args
+        write_json_atomic(self.file(PROGRESS), self.progress())  # the final counts, for the last scrape
+        status = {
+            "reason": reason,
+            **self.counts,
+            "segments": self.writer.segments,
+            "rows": self.writer.written,
+            "elapsed": round(time.monotonic() - self.t_start, 3),
+            "idle_seconds": round(time.monotonic() - self.last_record, 3),
+            "settle": args.settle,
+            "drain_timeout": args.drain_timeout,
+            "partitions": self.assigned,
+            "offset_gaps": self.gaps.to_dict(),
+            "warmup_ends": self.warmup_ends,
+        }
+        if self.groups > 1:
+            status["group"] = [self.group, self.groups]
+        write_json_atomic(self.file(CAPTURE_STATUS), status)
+        print(f"capture: {json.dumps(status)}", flush=True)
+
+
+def _tune_gc() -> None:
+    """Fewer cyclic collections: a capture allocates a row per record and ~500 messages per
+    batch, which at the default threshold (700) ran a collection per batch, over messages
+    still in use: ~15% of the loop's time.  What is imported by now (pyarrow, the client,
+    pytest) is frozen: the collections that remain do not walk it.  Nothing in the loop
+    makes reference cycles, so collecting them rarely costs no memory."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
+def _run(args: argparse.Namespace) -> int:
+    # The consume loop takes the GIL back from the writer and metadata threads within
+    # 1 ms rather than 5 (the default): a record consumed then waits at most that long.
+    sys.setswitchinterval(0.001)
+    proc = _CaptureProcess(args)
+    _tune_gc()
+
+    def on_term(signum: int, frame: Any) -> None:
+        proc.stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    return proc.run()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="kafka-mirror-capture")
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--run-dir", required=True)
+    ap.add_argument("--topics", required=True, help='JSON object {"target topic": "source topic"}')
+    ap.add_argument("--drain-timeout", type=float, default=30.0)
+    ap.add_argument("--settle", type=float, default=0.5)
+    ap.add_argument("--max-runtime", type=float, default=0.0)
+    ap.add_argument("--manifest-dir", default="", help="where the manifests are (default: the run directory)")
+    ap.add_argument("--producers", type=int, default=0,
+                    help="production is done once this many `kafka-mirror produce` commands finished "
+                         "(produced-*.json); 0: wait for the produce-done file")
+    ap.add_argument("--group", type=int, default=0, help="this process's partition group")
+    ap.add_argument("--groups", type=int, default=1, help="capture processes: partition P goes to group P %% GROUPS")
+    args = ap.parse_args(argv)
+    from .._kafkalog import log_to
+
+    log_to(sys.stdout, "capture")  # librdkafka's messages into the log file, deduplicated
+    return _run_or_fail(args)
+
+
+def _run_or_fail(args: argparse.Namespace) -> int:
+    try:
+        return _run(args)
+    except SegmentWriteError as exc:
+        # One line, which the controller finds (ERROR_PREFIX) and puts first in its
+        # CaptureError; no status file: the run cannot be verified.
+        print(f"{ERROR_PREFIX}{exc}", flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

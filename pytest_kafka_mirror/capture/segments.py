@@ -1,0 +1,217 @@
+"""Capture segments: rows to Parquet files in ``RUN_DIR/capture``, written by a thread of their own.
+
+The consume loop appends a row (a tuple in ``CAPTURE_SCHEMA_FIELDS`` order) per record to
+:attr:`SegmentWriter.rows` and calls :meth:`SegmentWriter.cut` every ``SEGMENT_ROWS`` rows
+or ``SEGMENT_SECONDS`` seconds.  A cut hands the rows to the writer thread, which builds
+the Arrow table, compresses it and renames it into place (``part-NNNNN.parquet``, numbered
+in cut order).  Writing a segment of 100,000 rows costs ~0.2 s; inline, that stalled the
+loop, so every record behind a flush arrived late and a backlog was read more slowly.
+
+Memory stays bounded: at most ``max_pending`` cut segments are not on disk yet; a cut
+beyond that waits for the thread (back-pressure, only when the disk is slower than the
+broker).  Small JSON files (the progress file) can be handed to the thread as well
+(:meth:`SegmentWriter.write_json`): the loop does no file I/O of its own.
+
+:meth:`SegmentWriter.close` cuts what is left, waits for every segment to be on disk and
+joins the thread; call it on every way out (stop, error, Ctrl-C).  A write that fails
+(disk full, directory gone) fails the capture: the next :meth:`~SegmentWriter.cut`,
+:meth:`~SegmentWriter.check` or :meth:`~SegmentWriter.close` raises one
+:class:`SegmentWriteError` naming the segment; the thread discards later segments rather
+than blocking the loop.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..rundir import write_json_atomic
+
+__all__ = ["SEGMENT_ROWS", "SEGMENT_SECONDS", "SegmentWriteError", "SegmentWriter"]
+
+SEGMENT_ROWS = 100_000
+SEGMENT_SECONDS = 5.0
+#: Cut segments not on disk yet (being written or waiting; ~35 MB each at 100,000 rows):
+#: with the one being filled, at most three segments are in memory.
+MAX_PENDING = 2
+#: Rows converted to Arrow per call (a call holds the GIL throughout).
+CONVERT_ROWS = 2048
+#: A cut or close that sees the writer make no progress this long gives up (a hung disk).
+STALL_SECONDS = 300.0
+
+_STOP = object()  # end of the queue
+_WAKE = object()  # JSON files to write, nothing else
+
+
+class SegmentWriteError(RuntimeError):
+    """A capture segment (or file) could not be written; the message names its path."""
+
+
+class SegmentWriter:
+    """Rows to Parquet segments, written by a thread (module docstring)."""
+
+    def __init__(self, out_dir: Path, prefix: str = "part", *, max_pending: int = MAX_PENDING) -> None:
+        self.out_dir = out_dir
+        self.prefix = prefix
+        out_dir.mkdir(parents=True, exist_ok=True)
+        self.rows: list[tuple[Any, ...]] = []
+        #: Segments and rows on disk (the thread's counts: final once :meth:`close` returned).
+        self.segments = 0
+        self.written = 0
+        self._cut = 0  # segments handed to the thread: the next one's number
+        # Segments, JSON wake-ups and the end, in order; the segments in it are bounded
+        # by the slots (a cut takes one, the thread gives it back once the segment is written).
+        self._queue: queue.Queue[Any] = queue.Queue()
+        self._slots = threading.Semaphore(max_pending)
+        self._files: dict[Path, Any] = {}  # JSON files for the thread: the latest content per path
+        self._wake = False  # a _WAKE is queued
+        self._error: SegmentWriteError | None = None
+        self._closed = False
+        # pyarrow's import, the schema and the zstd writer cost ~0.3-0.6 s the first time:
+        # paid here, before the capture reads anything, not in the first segment.
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from ..rundir import capture_schema
+
+        self.schema = capture_schema()
+        self._struct = pa.struct(list(self.schema))
+        pq.write_table(self.schema.empty_table(), pa.BufferOutputStream(), compression="zstd")
+        self._thread = threading.Thread(target=self._work, name="capture-segments", daemon=True)
+        self._thread.start()
+        self.last_cut = time.monotonic()
+
+    # -- the consume loop's side -------------------------------------------------------
+    def cut(self) -> None:
+        """Hand the rows so far to the thread as the next segment; raises a write error."""
+        self.last_cut = time.monotonic()
+        self.check()
+        if not self.rows:
+            return
+        self._take_slot()
+        path = self.out_dir / f"{self.prefix}-{self._cut:05d}.parquet"
+        self._cut += 1
+        rows, self.rows = self.rows, []
+        self._queue.put((path, rows))
+
+    def write_json(self, path: Path, data: Any) -> None:
+        """Have the thread write ``data`` to ``path`` (atomically); a later call for the same
+        path replaces a content not yet written.  Never blocks."""
+        self.check()
+        if self._closed:  # no thread any more: the caller's own write
+            write_json_atomic(path, data)
+            return
+        self._files[path] = data  # before the flag: the thread clears the flag, then writes the files
+        if not self._wake:
+            self._wake = True
+            self._queue.put(_WAKE)
+
+    def check(self) -> None:
+        """Raise the thread's write error, if any."""
+        if self._error is not None:
+            raise self._error
+
+    def close(self) -> None:
+        """Cut the last rows, wait until every segment is on disk, join the thread.
+
+        Idempotent; raises the write error if a segment could not be written.
+        """
+        if self._closed:
+            self._join()
+            self.check()
+            return
+        self._closed = True
+        try:
+            if self._error is None and self.rows:
+                self.cut()
+        finally:
+            self.rows = []
+            self._queue.put(_STOP)
+            self._join()
+        self.check()
+
+    def _take_slot(self) -> None:
+        """Wait while ``max_pending`` segments are not on disk yet (back-pressure), but
+        never for a thread that is gone, failed or has not moved for ``STALL_SECONDS``."""
+        progress, since = self._progress(), time.monotonic()
+        while not self._slots.acquire(timeout=0.5):
+            self.check()
+            if not self._thread.is_alive():
+                raise self._error or SegmentWriteError(f"the segment writer thread ended early ({self.out_dir})")
+            if self._progress() != progress:
+                progress, since = self._progress(), time.monotonic()
+            elif time.monotonic() - since > STALL_SECONDS:
+                raise SegmentWriteError(f"the segment writer made no progress for {STALL_SECONDS:g} s "
+                                        f"(writing segments to {self.out_dir}; is the disk hung?)")
+
+    def _progress(self) -> tuple[int, bool]:
+        return self.segments, self._error is not None
+
+    def _join(self) -> None:
+        progress, since = self._progress(), time.monotonic()
+        while self._thread.is_alive():
+            self._thread.join(0.5)
+            if self._progress() != progress:
+                progress, since = self._progress(), time.monotonic()
+            elif self._thread.is_alive() and time.monotonic() - since > STALL_SECONDS:
+                raise SegmentWriteError(f"the segment writer did not finish within {STALL_SECONDS:g} s "
+                                        f"(writing segments to {self.out_dir}; is the disk hung?)")
+
+    # -- the thread --------------------------------------------------------------------
+    def _work(self) -> None:
+        # Ends at _STOP, which close() queues last: every segment before it is on disk then.
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                self._write_files()
+                return
+            if item is _WAKE:
+                self._wake = False
+            else:
+                if self._error is None:
+                    self._segment(*item)
+                self._slots.release()
+            item = None  # a written (or discarded) segment's rows go now, not with the next one
+            self._write_files()
+
+    def _segment(self, path: Path, rows: list[tuple[Any, ...]]) -> None:
+        try:
+            self._write(path, rows)
+        except BaseException as exc:  # noqa: BLE001 - every failure must reach the loop
+            self._fail(f"could not write capture segment {path}: {type(exc).__name__}: {exc}", exc)
+
+    def _write(self, path: Path, rows: list[tuple[Any, ...]]) -> None:
+        import pyarrow as pa  # loaded by __init__: a dictionary lookup here
+        import pyarrow.parquet as pq
+
+        # Rows convert to one struct array per CONVERT_ROWS slice, straight from the tuples
+        # (3x faster than transposing them into columns).  A conversion holds the GIL for
+        # its whole C call: slices keep each hold short, so the consume loop waits ~2 ms at
+        # most.  The table and the file are the same as a single conversion's.
+        chunks = [pa.array(rows[i : i + CONVERT_ROWS], type=self._struct) for i in range(0, len(rows), CONVERT_ROWS)]
+        table = pa.Table.from_struct_array(pa.chunked_array(chunks, type=self._struct))
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
+        self.segments += 1
+        self.written += len(rows)
+
+    def _write_files(self) -> None:
+        while self._files and self._error is None:
+            path, data = self._files.popitem()
+            try:
+                write_json_atomic(path, data)
+            except BaseException as exc:  # noqa: BLE001
+                self._fail(f"could not write {path}: {type(exc).__name__}: {exc}", exc)
+
+    def _fail(self, message: str, exc: BaseException) -> None:
+        error = SegmentWriteError(message)
+        error.__cause__ = exc
+        self._error = error
