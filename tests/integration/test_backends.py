@@ -123,8 +123,9 @@ def test_interrupted_run_leaves_no_container(
         """
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-s", f"--kafka-mirror-source=container:{tansu_image}",
-         f"--kafka-mirror-target=container:{tansu_image}"],
+        # -X faulthandler: a teardown that hangs is dumped (SIGABRT below) instead of guessed at
+        [sys.executable, "-X", "faulthandler", "-m", "pytest", "-p", "no:cacheprovider", "-s",
+         f"--kafka-mirror-source=container:{tansu_image}", f"--kafka-mirror-target=container:{tansu_image}"],
         cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
@@ -133,7 +134,14 @@ def test_interrupted_run_leaves_no_container(
             time.sleep(0.2)
         assert len(containers_labelled(run_id)) == 2
         proc.send_signal(sig)
-        out, _ = proc.communicate(timeout=60)
+        # Teardown stops two containers (each: SIGTERM, up to 10 s, SIGKILL, log saved, removed)
+        # through a Docker engine that a loaded CI machine slows down: once, 60 s was not enough.
+        try:
+            out, _ = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)  # every thread's stack, from faulthandler
+            out, _ = proc.communicate(timeout=30)
+            pytest.fail(f"pytest did not end within 120 s of {sig.name}; its output and stacks:\n{out[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
