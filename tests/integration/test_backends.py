@@ -106,6 +106,11 @@ def test_orphaned_containers_are_reaped(tansu_image: str, tmp_path: Path, run_id
     assert containers_labelled(run_id) == []
 
 
+def _fresh_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_interrupted_run_leaves_no_container(
     tansu_image: str, pytester: pytest.Pytester, run_id: str, tagged_env: str, sig: signal.Signals
@@ -127,6 +132,10 @@ def test_interrupted_run_leaves_no_container(
         [sys.executable, "-X", "faulthandler", "-m", "pytest", "-p", "no:cacheprovider", "-s",
          f"--kafka-mirror-source=container:{tansu_image}", f"--kafka-mirror-target=container:{tansu_image}"],
         cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        # A pytest started from a terminal, whatever this xdist worker's SIGINT state: in CI the
+        # child once ignored the SIGINT (it slept its full 120 s, then tore down), so it had
+        # inherited an ignored or blocked SIGINT from the worker.
+        preexec_fn=_fresh_sigint,
     )
     try:
         deadline = time.monotonic() + 120
