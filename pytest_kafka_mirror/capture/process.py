@@ -319,12 +319,15 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 100)
 
 
-def _run(args: argparse.Namespace) -> int:
-    # The consume loop takes the GIL back from the writer and metadata threads within
-    # 1 ms rather than 5 (the default): a record consumed then waits at most that long.
-    sys.setswitchinterval(0.001)
+def _run(args: argparse.Namespace, *, tune: bool = False) -> int:
+    """Run one capture; ``tune`` (the capture process's own entry point only, never a
+    caller in its own process such as a test) also tunes the whole interpreter."""
     proc = _CaptureProcess(args)
-    _tune_gc()
+    if tune:
+        # The consume loop takes the GIL back from the writer and metadata threads within
+        # 1 ms rather than 5 (the default): a record consumed then waits at most that long.
+        sys.setswitchinterval(0.001)
+        _tune_gc()  # after _CaptureProcess: pyarrow and the client are imported, then frozen
 
     def on_term(signum: int, frame: Any) -> None:
         proc.stopping = True
@@ -352,12 +355,12 @@ def main(argv: list[str] | None = None) -> int:
     from .._kafkalog import log_to
 
     log_to(sys.stdout, "capture")  # librdkafka's messages into the log file, deduplicated
-    return _run_or_fail(args)
+    return _run_or_fail(args, tune=True)
 
 
-def _run_or_fail(args: argparse.Namespace) -> int:
+def _run_or_fail(args: argparse.Namespace, *, tune: bool = False) -> int:
     try:
-        return _run(args)
+        return _run(args, tune=tune)
     except SegmentWriteError as exc:
         # One line, which the controller finds (ERROR_PREFIX) and puts first in its
         # CaptureError; no status file: the run cannot be verified.
