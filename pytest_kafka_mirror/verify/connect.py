@@ -199,17 +199,19 @@ class ConnectServer:
         self.process = ManagedProcess("spark-connect-server", self.argv(home), self.workdir / "server.log",
                                       env=env, cwd=self.workdir)
         try:
+            # The log is appended to: a workdir used before holds an earlier server's port.
+            start = self.process.log_path.stat().st_size if self.process.log_path.exists() else 0
             self.process.start()
-            self.port = self._await_port(self.process, timeout)
+            self.port = self._await_port(self.process, timeout, start)
         except BaseException:
             self.stop()
             raise
         return self
 
-    def _await_port(self, process: ManagedProcess, timeout: float) -> int:
+    def _await_port(self, process: ManagedProcess, timeout: float, start: int = 0) -> int:
         deadline = time.monotonic() + timeout
         while True:
-            found = _STARTED.search(_read(process.log_path))
+            found = _STARTED.search(_read(process.log_path, start))
             if found is not None and tcp_reachable("127.0.0.1", int(found.group(1))):
                 return int(found.group(1))
             if not process.running:
@@ -240,9 +242,11 @@ class ConnectServer:
         self.stop()
 
 
-def _read(path: Path) -> str:
+def _read(path: Path, start: int = 0) -> str:
     try:
-        return path.read_text(errors="replace")
+        with open(path, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
 

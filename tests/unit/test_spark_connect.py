@@ -115,3 +115,21 @@ def test_a_bad_spark_endpoint_is_one_usage_error_before_anything_starts(
     result.stderr.fnmatch_lines([message])
     assert "Traceback" not in result.stderr.str()
     assert time.monotonic() - t0 < 30
+
+
+def test_a_reused_workdir_s_log_does_not_give_the_old_server_s_port(tmp_path: Path) -> None:
+    """The server log is appended to: the port is read from what this start wrote."""
+    import socket
+    from types import SimpleNamespace
+
+    log = tmp_path / "server.log"
+    log.write_text("10:00:00.000 INFO SparkConnectServer: Spark Connect server started at: 127.0.0.1:1\n")
+    start = log.stat().st_size
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        with open(log, "a") as f:
+            f.write(f"10:05:00.000 INFO SparkConnectServer: Spark Connect server started at: 127.0.0.1:{port}\n")
+        process = SimpleNamespace(log_path=log, running=True)
+        assert ConnectServer(tmp_path)._await_port(process, 5.0, start) == port  # type: ignore[arg-type]
