@@ -32,7 +32,8 @@ The pipeline's stages outside pytest.
                                                          produce test records, write the manifests
   kafka-mirror capture --bootstrap B --topics T [--naming P] --run-dir DIR
                                                          capture the target until the producers are done
-  kafka-mirror verify RUN_DIR [--spark-master MASTER]   verify a captured run, print the report
+  kafka-mirror verify RUN_DIR [--spark-master MASTER | --spark-remote sc://HOST:PORT]
+                                                         verify a captured run, print the report
   kafka-mirror show REPORT.json                          print a verifier report
   kafka-mirror compare RUN_A RUN_B [--compare-fail EXPR] compare two stored runs (B against baseline A)
   kafka-mirror list                                      list the stored runs
@@ -70,10 +71,40 @@ class CliError(Exception):
     """Bad input to a command: :func:`main` prints the message as one line and exits 2."""
 
 
+def _spark_conflict(args: argparse.Namespace) -> str | None:
+    """The usage error of giving both --spark-master and --spark-remote (also from the
+    environment, as for the plugin), or None."""
+    if args.spark_remote is None or args.spark_master is None:
+        return None
+    env = OPTIONS_BY_NAME["spark-remote"].env
+    from_env = f" (its default comes from {env}, set here)" if os.environ.get(env) else ""
+    return (f"--spark-remote ({args.spark_remote}){from_env} and --spark-master ({args.spark_master}) exclude each "
+            f"other: a Spark Connect server runs the verification with its own master; give only one of them")
+
+
+def _verify_master(args: argparse.Namespace) -> str:
+    """The master verify_run gets: the Spark Connect URL, checked to be usable here, or a
+    Spark master.  Raises CliError when the Spark Connect client is not installed."""
+    if args.spark_remote is None:
+        return args.spark_master or OPTIONS_BY_NAME["spark-master"].default
+    from ..verify.connect import client_missing
+
+    missing = client_missing()
+    if missing:
+        raise CliError(f"--spark-remote: verifying through Spark Connect needs its client, and {', '.join(missing)} "
+                       f"is not installed: pip install 'pyspark[connect]'")
+    return str(args.spark_remote)
+
+
 def _cmd_verify(args: argparse.Namespace) -> int:
     from ..rundir import REPORT_FILE, SOURCE_DIR, load_manifests
     from ..verify import MirrorMismatchError, stop_spark, verify_run
+    from ..verify.connect import SparkConnectError
 
+    conflict = _spark_conflict(args)
+    if conflict is not None:
+        args.parser.error(conflict)  # exits 2, as argparse does for any usage error
+    master = _verify_master(args)
     run_dir = Path(args.run_dir)
     if not run_dir.is_dir():
         print(f"kafka-mirror verify: {run_dir} is not a directory", file=sys.stderr)
@@ -86,7 +117,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
               f"has none (produce with capture_source=True)", file=sys.stderr)
         return 2
     try:
-        report = verify_run(run_dir, master=args.spark_master, examples=args.examples)
+        report = verify_run(run_dir, master=master, examples=args.examples)
+    except SparkConnectError as exc:  # e.g. nobody answers at the URL: found within seconds (session.py)
+        raise CliError(_cli_words(str(exc))) from None
     finally:
         stop_spark()
     out = Path(args.json) if args.json else run_dir / REPORT_FILE
@@ -260,15 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a run directory (manifests + capture) with Spark")
     v.add_argument("run_dir")
     spark = OPTIONS_BY_NAME["spark-master"]
-    v.add_argument("--spark-master", type=spark.argparse_type, default=spark.default, metavar=spark.metavar,
-                   help=f"{spark.help} Default: %(default)r")
+    # None when not given: --spark-remote excludes an explicit master (_spark_conflict).
+    v.add_argument("--spark-master", type=_cli_type(spark), default=None, metavar=spark.metavar,
+                   help=f"{_cli_words(spark.help)} Default: {spark.default!r}".replace("%", "%%"))
+    _add_option(v, "--spark-remote", OPTIONS_BY_NAME["spark-remote"])
     v.add_argument("--examples", type=int, default=20, help="example rows per anomaly. Default: %(default)r")
     v.add_argument("--json", metavar="PATH", help="write the report here (default: RUN_DIR/report.json)")
     v.add_argument("--allow-duplicates", action="store_true", help="duplicates do not fail the run")
     v.add_argument("--max-reordered", type=int, default=0, help="reordered records tolerated. Default: %(default)r")
     v.add_argument("--allow-source-loss", action="store_true",
                    help="records the source cluster lost do not fail the run (needs a run with a source capture)")
-    v.set_defaults(func=_cmd_verify)
+    v.set_defaults(func=_cmd_verify, parser=v)
     from .stages import add_stage_commands
 
     add_stage_commands(sub)
@@ -311,13 +346,41 @@ def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None
     A repeatable option appends; otherwise the environment variable (KAFKA_MIRROR_*) gives
     the default, as it does for the plugin.
     """
-    help = _CLI_HELP.get(opt.name, opt.help).replace("%", "%%")  # argparse %-formats help
+    help = _cli_words(_CLI_HELP.get(opt.name, opt.help)).replace("%", "%%")  # argparse %-formats help
     if opt.kind == LIST:
-        parser.add_argument(flag, type=opt.argparse_type, metavar=opt.metavar, action="append", default=[], help=help)
+        parser.add_argument(flag, type=_cli_type(opt), metavar=opt.metavar, action="append", default=[], help=help)
         return
     default = os.environ.get(opt.env) or opt.default
-    parser.add_argument(flag, type=opt.argparse_type, metavar=opt.metavar, default=opt.parse(default) if default else None,
+    parser.add_argument(flag, type=_cli_type(opt), metavar=opt.metavar, default=_cli_default(opt, default),
                         help=f"{help} Also env {opt.env}. Default: %(default)r")
+
+
+def _cli_default(opt: Option, text: str | None) -> Any:
+    """``text`` parsed; a bad value (from the environment) stays text, which argparse parses
+    with ``type`` when the command runs: a usage error of that command, not a traceback."""
+    if not text:
+        return None
+    try:
+        return opt.parse(text)
+    except ValueError:
+        return text
+
+
+def _cli_words(text: str) -> str:
+    """A text of the plugin's options in the command line's words: --kafka-mirror-X is --X here."""
+    return text.replace("--kafka-mirror-", "--")
+
+
+def _cli_type(opt: Option) -> Any:
+    """``opt``'s argparse ``type``, its messages in the command line's words."""
+    def parse(text: str) -> Any:
+        try:
+            return opt.argparse_type(text)
+        except argparse.ArgumentTypeError as exc:
+            raise argparse.ArgumentTypeError(_cli_words(str(exc))) from None
+
+    parse.__name__ = opt.name  # argparse names the type in some messages
+    return parse
 
 
 @contextlib.contextmanager

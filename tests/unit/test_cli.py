@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +148,120 @@ def test_help_is_plain_text_in_the_command_line_s_words() -> None:
     assert "relative to the current directory" in helps["kafka-mirror compare"]
     assert "Exit 1 when a figure of RUN_B regressed against RUN_A" in helps["kafka-mirror compare"]
     assert "Exit status: 0 success" in helps["kafka-mirror"]
+
+
+# -- verify --spark-remote sc://HOST:PORT (Spark Connect), as pytest's --kafka-mirror-spark-remote ---------
+
+
+def _run_dir(path: Path) -> Path:
+    run = SyntheticRun(path)
+    run.lane("orders", pid="p1", lane=0, acked=range(10)).deliver(range(10))
+    run.write()
+    return path
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.startswith("usage: kafka-mirror verify"), err
+    return err.splitlines()[-1]
+
+
+@pytest.mark.parametrize("env", [None, "sc://127.0.0.1:1"])
+def test_verify_spark_master_and_spark_remote_exclude_each_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, env: str | None
+) -> None:
+    argv = ["verify", str(tmp_path), "--spark-master", "local[2]"]
+    if env is None:
+        monkeypatch.delenv("KAFKA_MIRROR_SPARK_REMOTE", raising=False)
+        argv += ["--spark-remote", "sc://127.0.0.1:1"]
+    else:
+        monkeypatch.setenv("KAFKA_MIRROR_SPARK_REMOTE", env)
+    line = _usage_error(capsys, argv)
+    assert line.startswith("kafka-mirror verify: error: --spark-remote (sc://127.0.0.1:1)"), line
+    assert "and --spark-master (local[2]) exclude each other" in line and "give only one" in line
+    assert ("KAFKA_MIRROR_SPARK_REMOTE" in line) == (env is not None)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--spark-remote", "http://h:1"], ("argument --spark-remote: 'http://h:1' is not a Spark Connect URL; "
+                                        "accepted: sc://HOST[:PORT]")),
+    (["--spark-remote", "sc://h:99999"], "argument --spark-remote: 'sc://h:99999': port 99999 is out of range"),
+    (["--spark-master", "sc://h:1"], ("argument --spark-master: 'sc://h:1' is a Spark Connect URL: give it as "
+                                      "--spark-remote sc://h:1")),
+])
+def test_verify_a_malformed_spark_url_names_the_option(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       argv: list[str], message: str) -> None:
+    line = _usage_error(capsys, ["verify", str(tmp_path), *argv])
+    assert line.startswith("kafka-mirror verify: error: ") and message in line, line
+
+
+def test_verify_spark_remote_needs_the_connect_client(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_kafka_mirror import verify
+    from pytest_kafka_mirror.verify import connect
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("verify_run must not start")
+
+    monkeypatch.setattr(connect, "client_missing", lambda: ["grpcio", "grpcio-status"])
+    monkeypatch.setattr(verify, "verify_run", never)
+    assert main(["verify", str(_run_dir(tmp_path)), "--spark-remote", "sc://127.0.0.1:1"]) == 2
+    _one_error_line(capsys, "kafka-mirror verify: --spark-remote: verifying through Spark Connect needs its client",
+                    "grpcio, grpcio-status is not installed: pip install 'pyspark[connect]'")
+
+
+def test_verify_passes_spark_remote_to_verify_run(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_kafka_mirror import verify
+    from pytest_kafka_mirror.verify import connect
+
+    calls: list[dict[str, object]] = []
+
+    def fake_verify_run(run_dir: object, **kwargs: object) -> object:
+        calls.append({"run_dir": run_dir, **kwargs})
+        return sample_report(expected=10)
+
+    monkeypatch.setattr(connect, "client_missing", list)
+    monkeypatch.setattr(verify, "verify_run", fake_verify_run)
+    monkeypatch.delenv("KAFKA_MIRROR_SPARK_REMOTE", raising=False)
+    run = _run_dir(tmp_path)
+    assert main(["verify", str(run), "--spark-remote", " sc://127.0.0.1:15002/;user_id=me ", "--examples", "3"]) == 0
+    assert calls == [{"run_dir": run, "master": "sc://127.0.0.1:15002/;user_id=me", "examples": 3}]
+    monkeypatch.setenv("KAFKA_MIRROR_SPARK_REMOTE", "sc://h:2")  # the environment's default
+    assert main(["verify", str(run)]) == 0
+    assert calls[-1]["master"] == "sc://h:2"
+    monkeypatch.delenv("KAFKA_MIRROR_SPARK_REMOTE")
+    assert main(["verify", str(run)]) == 0  # neither: the default master, as before
+    assert calls[-1]["master"] == "local[2]"
+    capsys.readouterr()
+
+
+def test_verify_at_a_spark_connect_url_nobody_answers_at_is_one_line(tmp_path: Path) -> None:
+    from pytest_kafka_mirror.verify.connect import client_missing
+
+    if client_missing():  # checked first: test_verify_spark_remote_needs_the_connect_client
+        pytest.skip(f"the Spark Connect client needs {client_missing()}")
+    # A process of its own: this one may hold a local SparkSession (the two kinds cannot mix).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"sc://127.0.0.1:{port}"
+    t0 = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "verify", str(_run_dir(tmp_path)),
+                          "--spark-remote", url], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr[-2000:]
+    assert out.stderr.startswith(f"kafka-mirror verify: the Spark Connect server {url} does not answer"), out.stderr
+    assert "check --spark-remote and that the server runs" in out.stderr
+    assert time.monotonic() - t0 < 30
+
+
+def test_verify_help_shows_spark_remote() -> None:
+    text = _helps()["kafka-mirror verify"]
+    assert "--spark-remote URL Verify through this Spark Connect server, sc://HOST[:PORT]" in text
+    assert "Excludes --spark-master. Also env KAFKA_MIRROR_SPARK_REMOTE." in text
+    assert "--kafka-mirror-" not in text
+    assert "--spark-remote sc://HOST:PORT" in _helps()["kafka-mirror"]
