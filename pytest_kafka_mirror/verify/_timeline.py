@@ -31,7 +31,6 @@ overall percentiles of the report stay exact (``_latency.py``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -66,9 +65,16 @@ def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None
     apply_timeline(report, rows, run_dir)
 
 
-def timeline_queries(firsts: DataFrame) -> dict[str, DataFrame]:
-    """The queries whose rows :func:`apply_timeline` takes, by name (small results)."""
-    return {"timeline": _timeline_query(firsts), "topic_firsts": _topic_firsts_query(firsts)}
+def timeline_queries(firsts: DataFrame, *, topic_firsts: bool = True) -> dict[str, DataFrame]:
+    """The queries whose rows :func:`apply_timeline` takes, by name (small results).
+
+    ``topic_firsts=False`` leaves out the query of ``rows["topic_firsts"]``, for a caller
+    that has those rows from an aggregate of its own (the job's per range aggregate).
+    """
+    queries = {"timeline": _timeline_query(firsts)}
+    if topic_firsts:
+        queries["topic_firsts"] = _topic_firsts_query(firsts)
+    return queries
 
 
 def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str, Any]]], run_dir: Path) -> None:
@@ -121,33 +127,25 @@ def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
 
 def _timeline_query(firsts: DataFrame) -> DataFrame:
     """Per produce second the buckets holding its percentile ranks; per arrival second its count."""
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    acked = firsts.filter(
-        F.col("acked") & F.col("arrival_ts_us").isNotNull() & F.col("produce_ts_us").isNotNull()
-    )
-    lat = F.col("arrival_ts_us") - F.col("produce_ts_us")
+    # SQL text: each Column call is a py4j round trip of the driver's.
+    acked = firsts.filter("acked AND arrival_ts_us IS NOT NULL AND produce_ts_us IS NOT NULL")
     per_bucket = (
-        acked.select(F.expr("produce_ts_us div 1000000").alias("t"), lat.alias("lat"))
-        .withColumn("b", _fine_bucket(F.col("lat"), TIMELINE_RATIO))
+        acked.selectExpr("produce_ts_us div 1000000 AS t", "arrival_ts_us - produce_ts_us AS lat")
+        .withColumn("b", _fine_bucket("lat", TIMELINE_RATIO))
         .groupBy("t", "b")
-        .agg(F.count(F.lit(1)).alias("n"), F.min("lat").alias("lo"), F.max("lat").alias("hi"))
+        .agg(F.expr("count(1) AS n"), F.expr("min(lat) AS lo"), F.expr("max(lat) AS hi"))
     )
-    upto = Window.partitionBy("t").orderBy("b").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    ranked = per_bucket.withColumn("cum", F.sum("n").over(upto)).withColumn(
-        "total", F.sum("n").over(Window.partitionBy("t"))
-    )
-    for name, pct in _QUANTILES:
-        # ceil(total * pct / 100) in integers: floating point would misplace exact ranks.
-        ranked = ranked.withColumn(name, F.expr(f"(total * {pct} + 99) div 100"))
-    holds = [(F.col("cum") - F.col("n") < F.col(name)) & (F.col("cum") >= F.col(name)) for name, _ in _QUANTILES]
-    picked = ranked.filter(reduce(lambda a, b: a | b, holds)).withColumn("kind", F.lit("produced"))
-    arrivals = (
-        acked.groupBy(F.expr("arrival_ts_us div 1000000").alias("t"))
-        .agg(F.count(F.lit(1)).alias("total"))
-        .withColumn("kind", F.lit("arrived"))
-    )
+    ranked = per_bucket.selectExpr(
+        "*", "sum(n) OVER (PARTITION BY t ORDER BY b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum",
+        "sum(n) OVER (PARTITION BY t) AS total")
+    # ceil(total * pct / 100) in integers: floating point would misplace exact ranks.
+    ranked = ranked.selectExpr("*", *(f"(total * {pct} + 99) div 100 AS {name}" for name, pct in _QUANTILES))
+    holds = " OR ".join(f"(cum - n < {name} AND cum >= {name})" for name, _ in _QUANTILES)
+    picked = ranked.filter(holds).selectExpr("*", "'produced' AS kind")
+    arrivals = acked.groupBy(F.expr("arrival_ts_us div 1000000 AS t")).agg(F.expr("count(1) AS total")).selectExpr(
+        "*", "'arrived' AS kind")
     return picked.unionByName(arrivals, allowMissingColumns=True)
 
 

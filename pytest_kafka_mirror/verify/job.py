@@ -13,7 +13,7 @@ Spark actions and few shuffles:
    distinct, duplicated, phantom, corrupted, reordered *and* the exact lost / unseen
    counts: a range whose distinct count equals ``max - min + 1`` has no hole inside, so
    its missing seqs are the edges, computed on the driver.  Only ranges with holes inside
-   go through the gaps-and-islands window (one more action, skipped in a clean run).  This
+   go through the gaps window (one more action, skipped in a clean run).  This
    avoids exploding every acknowledged seq and joining it against the capture, which
    would shuffle the run twice over.
 3. Lanes seen in several target partitions get their exact partition list (only then).
@@ -45,6 +45,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -208,6 +209,11 @@ def verify_run(
 #: compiling the generated Java of a dozen small queries costs more than it saves (about 1 s
 #: per verification of a 10k-record run; a 100 MB capture is some 5M records).
 _SMALL_CAPTURE_BYTES = 4 << 20
+#: Captures up to this size are cached uncompressed: building and reading the in-memory
+#: columns without compression is about a quarter faster, and costs some 130 MB per million
+#: records (a 1M-record capture is about 16 MB of Parquet).  Larger runs keep the compressed
+#: cache, which spills less.
+_PLAIN_CACHE_BYTES = 32 << 20
 
 
 def _capture_bytes(run: Path) -> int:
@@ -233,7 +239,10 @@ def _job_conf(spark: SparkSession, run: Path) -> Iterator[None]:
         master = ""
     if master.startswith("local"):
         wanted["spark.sql.adaptive.enabled"] = "false"
-    if _capture_bytes(run) < _SMALL_CAPTURE_BYTES:
+    size = _capture_bytes(run)
+    if size < _PLAIN_CACHE_BYTES:
+        wanted["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
+    if size < _SMALL_CAPTURE_BYTES:
         wanted["spark.sql.codegen.wholeStage"] = "false"
         if master.startswith("local"):
             # A dozen small aggregates run at once: one task each keeps both cores busy.
@@ -294,6 +303,9 @@ class _Job:
         self.cap = _read_capture(spark, run / CAPTURE_DIR).select(*cols)
         self.ident = _identified(self.cap)
         self.firsts = self._firsts().persist()
+        # Built by an action of its own: when the first query that reads the cache builds
+        # it, the other queries of that action wait for its blocks while holding task slots.
+        self.firsts.count()
         self.split_rows: list[dict[str, Any]] = []
         self.union: DataFrame | None = None
 
@@ -301,11 +313,8 @@ class _Job:
         """``frame`` (lane key + seq) joined with the range containing each seq (broadcast)."""
         from pyspark.sql import functions as F
 
-        on = (
-            (F.col("topic") == F.col("r_topic")) & (F.col("producer_id") == F.col("r_producer"))
-            & (F.col("lane") == F.col("r_lane")) & (F.shiftright("seq", _BUCKET_BITS) == F.col("r_bucket"))
-            & F.col("seq").between(F.col("r_a"), F.col("r_b"))
-        )
+        on = F.expr(f"topic = r_topic AND producer_id = r_producer AND lane = r_lane "
+                    f"AND shiftright(seq, {_BUCKET_BITS}) = r_bucket AND seq BETWEEN r_a AND r_b")
         return frame.join(F.broadcast(self.ranges_df), on, how).drop(
             "r_topic", "r_producer", "r_lane", "r_bucket", "r_a", "r_b")
 
@@ -322,32 +331,26 @@ class _Job:
         from pyspark.sql import functions as F
 
         part = [*_KEY, "partition"]
-        per_partition = self.ident.repartition(*_KEY).groupBy(*part, "seq").agg(
-            F.min("offset").alias("offset"),
-            F.count(F.lit(1)).alias("n"),
-            F.count(F.when(F.col("checksum_ok") == F.lit(False), 1)).alias("bad"),
-            F.min("arrival_ts_us").alias("arrival_ts_us"),
-            F.min_by("produce_ts_us", "arrival_ts_us").alias("produce_ts_us"),
-        )
+        # Expressions as SQL text: each Column call is a py4j round trip of the driver's.
+        per_partition = self.ident.repartition(*_KEY).groupBy(*part, "seq").agg(*_sql(
+            "min(`offset`) AS `offset`", "count(1) AS n", "count(CASE WHEN checksum_ok = false THEN 1 END) AS bad",
+            "min(arrival_ts_us) AS arrival_ts_us", "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us",
+        ))
         # Reordered: the first copy of a seq arrived after a higher seq of its lane, in the
         # same target partition (order across partitions is not defined in Kafka).
         earlier = Window.partitionBy(*part).orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
         flagged = per_partition.withColumn("after_seq", F.max("seq").over(earlier))
-        late = F.coalesce(F.col("seq") < F.col("after_seq"), F.lit(False))
-        firsts = flagged.groupBy(*_KEY, "seq").agg(
-            F.sum("n").alias("n"),
-            F.sum("bad").alias("bad"),
-            F.min("arrival_ts_us").alias("arrival_ts_us"),
-            F.min_by("produce_ts_us", "arrival_ts_us").alias("produce_ts_us"),
-            F.count(F.when(late, 1)).alias("reordered"),
-            F.min("partition").alias("pmin"),
-            F.max("partition").alias("pmax"),
+        late = "coalesce(seq < after_seq, false)"
+        firsts = flagged.groupBy(*_KEY, "seq").agg(*_sql(
+            "sum(n) AS n", "sum(bad) AS bad", "min(arrival_ts_us) AS arrival_ts_us",
+            "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us", f"count(CASE WHEN {late} THEN 1 END) AS reordered",
+            "min(`partition`) AS pmin", "max(`partition`) AS pmax",
             # Where the reordering was seen, for the examples.
-            F.min(F.when(late, F.col("partition"))).alias("r_partition"),
-            F.min_by(F.when(late, F.col("offset")), F.when(late, F.col("partition"))).alias("r_offset"),
-            F.min_by(F.when(late, F.col("after_seq")), F.when(late, F.col("partition"))).alias("after_seq"),
-        )
-        return self._in_ranges(firsts, "left").withColumn("acked", F.coalesce(F.col("acked"), F.lit(False)))
+            f"min(CASE WHEN {late} THEN `partition` END) AS r_partition",
+            f"min_by(CASE WHEN {late} THEN `offset` END, CASE WHEN {late} THEN `partition` END) AS r_offset",
+            f"min_by(CASE WHEN {late} THEN after_seq END, CASE WHEN {late} THEN `partition` END) AS after_seq",
+        ))
+        return self._in_ranges(firsts, "left").withColumn("acked", F.expr("coalesce(acked, false)"))
 
     def release(self) -> None:
         self.firsts.unpersist()
@@ -381,10 +384,13 @@ class _Job:
         latency = LatencyPlan(self._latency_frame(), bounds)
         first = _collect({
             "ranges": self._range_query(), "latency": latency.buckets_query(),
-            "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts),
+            "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts, topic_firsts=False),
             **(self._candidate_queries() if self.examples else {}),
         })
         kinds = {row["kind"]: row["count"] for row in first["kinds"]}
+        first["topic_firsts"] = self._topic_firsts(first["ranges"])
+        if self.examples:
+            first.update(_split_candidates(first.pop("candidates")))
         lane_max, missing = self._counts(first["ranges"])
         second: dict[str, DataFrame | None] = {
             "holes": self._holes_query(missing.holed, self.firsts),
@@ -421,13 +427,27 @@ class _Job:
     # -- 2. counts and missing ranges ----------------------------------------------------
 
     def _range_query(self) -> DataFrame:
-        from pyspark.sql import functions as F
 
-        return self.firsts.groupBy(*_KEY, "range_id").agg(
-            F.count(F.lit(1)).alias("distinct"), F.sum("n").alias("received"), F.sum("bad").alias("bad"),
-            F.min("seq").alias("lo"), F.max("seq").alias("hi"), F.sum("reordered").alias("reordered"),
-            F.min("pmin").alias("pmin"), F.max("pmax").alias("pmax"),
-        )
+        return self.firsts.groupBy(*_KEY, "range_id").agg(*_sql(
+            "count(1) AS `distinct`", "sum(n) AS received", "sum(bad) AS bad", "min(seq) AS lo", "max(seq) AS hi",
+            "sum(reordered) AS reordered", "min(pmin) AS pmin", "max(pmax) AS pmax",
+            "min(produce_ts_us) AS first_produce_us", "min(arrival_ts_us) AS first_arrival_us",
+        ))
+
+    def _topic_firsts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Per source topic, the first produce and arrival times of its acknowledged records
+        (the rows ``_timeline.timeline_queries`` would give), from the rows of :meth:`_range_query`."""
+        firsts: dict[str, dict[str, Any]] = {}
+        for row in rows:
+            rid = row["range_id"]
+            if rid is None or not self.ranges[rid][3]:
+                continue
+            entry = firsts.setdefault(row["topic"], {"topic": row["topic"], "first_produce_us": None,
+                                                     "first_arrival_us": None})
+            for name in ("first_produce_us", "first_arrival_us"):
+                if row[name] is not None:
+                    entry[name] = row[name] if entry[name] is None else min(entry[name], row[name])
+        return list(firsts.values())
 
     def _counts(self, rows: Sequence[Mapping[str, Any]]) -> tuple[dict[LaneKey, int], _Missing]:
         """Fill the lane counts from the rows of :meth:`_range_query`; return the highest seq
@@ -502,31 +522,25 @@ class _Job:
         return out
 
     def _holes_query(self, holed: list[int], frame: DataFrame) -> DataFrame | None:
-        """Gaps inside ranges (gaps-and-islands): per range id the gap count and first gaps."""
+        """Gaps inside ranges: per range id the gap count and the first ``max_ranges`` gaps."""
         if not holed:
             return None
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         ids = _local_frame(self.spark, [(rid,) for rid in holed], "range_id bigint")
-        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select("range_id", "seq")
-        # Consecutive seqs share seq - row_number: each group is an island of received seqs.
-        by_seq = Window.partitionBy("range_id").orderBy("seq")
-        islands = rows.withColumn("grp", F.col("seq") - F.row_number().over(by_seq)).groupBy("range_id", "grp").agg(
-            F.min("seq").alias("lo"), F.max("seq").alias("hi")
-        )
-        by_lo = Window.partitionBy("range_id").orderBy("lo")
-        gaps = islands.select(
-            "range_id",
-            (F.lag("hi").over(by_lo) + 1).alias("a"),
-            (F.col("lo") - 1).alias("b"),
-            # Island k (1-based) is preceded by gap k-1: its rank among the gaps, for the cap.
-            (F.row_number().over(by_lo) - 1).alias("k"),
-        ).filter(F.col("k") >= 1)
-        return gaps.groupBy("range_id").agg(
-            F.count(F.lit(1)).alias("gaps"),
-            F.collect_list(F.when(F.col("k") <= self.max_ranges, F.struct("a", "b"))).alias("first"),
-        )
+        # A range is in one lane: partitioned by lane too, the window reuses the partitioning
+        # of ``firsts`` (by lane) instead of shuffling the run again.
+        within = [c for c in _KEY if c in frame.columns] + ["range_id"]
+        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*within, "seq")
+        # ``frame`` holds each seq once: a gap follows every seq more than one above the one
+        # before.  SQL text: each Column call is a py4j round trip of the driver's.
+        gaps = rows.selectExpr(
+            "range_id", f"lag(seq) OVER (PARTITION BY {', '.join(within)} ORDER BY seq) + 1 AS a", "seq - 1 AS b",
+        ).filter("a <= b")
+        # Each gap's rank in its range, for the listing cap.
+        gaps = gaps.selectExpr("*", "row_number() OVER (PARTITION BY range_id ORDER BY a) AS k")
+        return gaps.groupBy("range_id").agg(*_sql(
+            "count(1) AS gaps", f"collect_list(CASE WHEN k <= {self.max_ranges} THEN struct(a, b) END) AS `first`"))
 
     # -- 3. lanes split over partitions ------------------------------------------------------
 
@@ -566,25 +580,35 @@ class _Job:
 
     def _candidate_queries(self) -> dict[str, DataFrame]:
         """Top-K example candidates of every anomaly, run whether or not it occurred: in a
-        clean run each is a scan of the cache (or of one Parquet column) that finds nothing,
-        cheaper than another Spark action.  ``orderBy().limit()`` runs as a top-K."""
+        clean run each is a scan that finds nothing, cheaper than another Spark action.
+
+        The anomalies of the deduplicated frame share one scan of the cache: each row is
+        tagged with the anomalies it shows and the first ``examples`` of each tag are kept
+        by ``row_number() <= n``, which Spark runs as a top-K per tag before its shuffle
+        (a window group limit), not as a sort of every anomalous row.
+        (:func:`_split_candidates` gives each anomaly its rows.)  ``orderBy().limit()``,
+        for the capture's record kinds, runs as a top-K as well.
+        """
         from pyspark.sql import functions as F
 
         order = [*_KEY, "seq"]
         n = self.examples
+        # The first seqs with a corrupt copy: their corrupt copies are the first examples.
+        tags = {"duplicated": "n > 1", "phantom": "NOT acked", "corrupt_seqs": "bad > 0", "reordered": "reordered > 0"}
         # Duplicates and phantoms come from the deduplicated frame; where their copies
-        # landed is looked up afterwards for just these keys (see _locate_query).
+        # landed is looked up afterwards for just these keys (see _locate_query).  SQL text:
+        # each Column call is a py4j round trip of the driver's.
+        tagged = self.firsts.filter(" OR ".join(f"({cond})" for cond in tags.values())).selectExpr(
+            *order, "n", "after_seq", "r_partition", "r_offset",
+            "explode(array(" + ", ".join(f"CASE WHEN {cond} THEN '{name}' END" for name, cond in tags.items())
+            + ")) AS tag",
+        ).filter("tag IS NOT NULL")
+        # Reorderings in order of where they were seen; the rest by lane and seq.
+        reordered = "CASE WHEN tag = 'reordered' THEN {} END"
+        by_tag = ", ".join([*_KEY, reordered.format("r_partition"), reordered.format("r_offset"), "seq"])
         return {
-            "duplicated": self.firsts.filter(F.col("n") > 1).orderBy(*order).select(
-                *order, F.col("n").alias("copies")).limit(n),
-            "phantom": self.firsts.filter(~F.col("acked")).orderBy(*order).select(
-                *order, F.col("n").alias("copies")).limit(n),
-            # The first seqs with a corrupt copy: their corrupt copies are the first examples.
-            "corrupt_seqs": self.firsts.filter(F.col("bad") > 0).orderBy(*order).select(*order).limit(n),
-            "reordered": self.firsts.filter(F.col("reordered") > 0).orderBy(
-                *_KEY, "r_partition", "r_offset").select(
-                *order, "after_seq", F.col("r_partition").alias("partition"),
-                F.col("r_offset").alias("offset")).limit(n),
+            "candidates": tagged.selectExpr("*", f"row_number() OVER (PARTITION BY tag ORDER BY {by_tag}) AS k").filter(
+                f"k <= {n}"),
             "headers_lost": self.cap.filter(F.col("kind") == "headerless").orderBy(
                 "topic", "lane", "partition", "offset").select(
                 "topic", "target_topic", "lane", "partition", "offset").limit(n),
@@ -773,12 +797,11 @@ def _collect(queries: Mapping[str, DataFrame]) -> dict[str, list[dict[str, Any]]
     """
     if not queries:
         return {}
-    from functools import reduce
 
-    from pyspark.sql import functions as F
 
+    # SQL text: each Column call is a py4j round trip of the driver's.
     tagged = [
-        query.select(F.lit(name).alias("q"), F.to_json(F.struct(*query.columns), {"ignoreNullFields": "false"}).alias("v"))
+        query.selectExpr(f"'{name}' AS q", "to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
         for name, query in queries.items()
     ]
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
@@ -787,14 +810,34 @@ def _collect(queries: Mapping[str, DataFrame]) -> dict[str, list[dict[str, Any]]
     return out
 
 
-def _identified(capture: DataFrame) -> DataFrame:
-    """Records of ours with their metadata intact (producer, lane and seq known)."""
+#: The columns each example candidate keeps, by anomaly (see _Job._candidate_queries).
+_CANDIDATE_COLUMNS = {
+    "duplicated": {"copies": "n"}, "phantom": {"copies": "n"}, "corrupt_seqs": {},
+    "reordered": {"after_seq": "after_seq", "partition": "r_partition", "offset": "r_offset"},
+}
+
+
+def _split_candidates(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of the tagged candidate query as one list per anomaly, in example order."""
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in _CANDIDATE_COLUMNS}
+    for row in sorted(rows, key=lambda r: r["k"]):
+        extra = _CANDIDATE_COLUMNS[row["tag"]]
+        out[row["tag"]].append({**{k: row[k] for k in (*_KEY, "seq")}, **{k: row[c] for k, c in extra.items()}})
+    return out
+
+
+def _sql(*expressions: str) -> list[Any]:
+    """Columns from SQL text: one py4j call each, where a chain of Column calls makes several."""
     from pyspark.sql import functions as F
 
-    return capture.filter(
-        F.col("kind").isin(*_IDENTIFIED_KINDS)
-        & F.col("producer_id").isNotNull() & F.col("lane").isNotNull() & F.col("seq").isNotNull()
-    )
+    return [F.expr(e) for e in expressions]
+
+
+def _identified(capture: DataFrame) -> DataFrame:
+    """Records of ours with their metadata intact (producer, lane and seq known)."""
+
+    kinds = ", ".join(f"'{kind}'" for kind in _IDENTIFIED_KINDS)
+    return capture.filter(f"kind IN ({kinds}) AND producer_id IS NOT NULL AND lane IS NOT NULL AND seq IS NOT NULL")
 
 
 def phantom_reason(meta: dict[LaneKey, LaneMeta], key: LaneKey, seq: int) -> str:
