@@ -20,8 +20,9 @@ Spark actions and few shuffles:
 4. Latency: exact nearest-rank percentiles and the histogram from bucket counts, in one
    or two small aggregates (``verify/_latency.py``).
 5. Record kinds (headerless, foreign): a scan of one column of the capture.
-6. Examples, only for anomalies that occurred: ``orderBy().limit()`` per anomaly, which
-   Spark runs as a top-K without sorting everything.  Each names a target partition and
+6. Examples, only for anomalies that occurred: the first ``examples`` rows per anomaly,
+   which Spark runs as top-Ks without sorting everything (one scan of the cache for the
+   anomalies of distinct records, one of the capture per record kind).  Each names a target partition and
    offset: of the record itself, or for missing records of the highest sequence of their
    lane that arrived.
 7. Three-log reconciliation, only when the run captured the source topics too
@@ -41,11 +42,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -369,12 +370,12 @@ class _Job:
         return stats
 
     def run(self, bounds: list[float]) -> MirrorReport:
-        """Two Spark actions in a clean run (three with anomalies to show), then the rare extras.
+        """Two rounds of concurrent Spark actions, then the rare extras.
 
         1. Every small aggregate of the cached ``firsts`` and of the capture at once
            (:func:`_collect`): per range counts, latency buckets, the timeline, record
-           kinds and the top-K candidates of every example.  The first of them materialises
-           ``firsts``, the others read the cache.
+           kinds and the top-K candidates of every example, all reading the cache (built
+           before, by an action of its own).
         2. What depends on those rows: the gaps inside ranges with holes, the latency
            values of the buckets a percentile falls inside, and the locations of the example
            records in the capture.
@@ -386,7 +387,7 @@ class _Job:
             "ranges": self._range_query(), "latency": latency.buckets_query(),
             "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts, topic_firsts=False),
             **(self._candidate_queries() if self.examples else {}),
-        })
+        }, self.spark)
         kinds = {row["kind"]: row["count"] for row in first["kinds"]}
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
         if self.examples:
@@ -397,7 +398,7 @@ class _Job:
             "values": latency.values_query(first["latency"]),
             "located": self._locate_query(first, missing, lane_max, kinds) if self.examples else None,
         }
-        rows = _collect({name: query for name, query in second.items() if query is not None})
+        rows = _collect({name: query for name, query in second.items() if query is not None}, self.spark)
         self._fill_missing(missing, rows.get("holes", []))
         reconciled = (self.run_dir / SOURCE_DIR).is_dir()
         if reconciled:
@@ -787,27 +788,57 @@ def _local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str
     return spark.sql(f"SELECT {select} FROM VALUES {values} AS t({columns})")
 
 
-def _collect(queries: Mapping[str, DataFrame]) -> dict[str, list[dict[str, Any]]]:
-    """Run small queries in one Spark action: their rows by query name, as dicts.
+def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Run small queries at once: their rows by query name, as dicts.
 
-    Each query's rows become JSON strings tagged with its name, so queries of any shape
-    union into one frame of two string columns.  A Spark action costs a job submission,
-    planning and a round trip whatever its size; a verification runs a dozen small
-    queries, and one action for all of them is most of the saving on small runs.
+    Each query is a Spark action of its own, run from a thread of its own: Spark runs the
+    jobs of concurrent actions side by side, so a dozen small aggregates keep both cores
+    of a local master busy, and each task carries its own query's plan only.  (One action
+    over the union of every query, the way before, made each task deserialize every
+    query's plan: a 10k-record verification took 2.2-3.6 s that way against 1.4-1.7 s,
+    1M rows 7.9-8.4 s against 6.1-7.4 s.)  Rows travel as JSON, so every query gives
+    plain dicts whatever its shape, through py4j and Spark Connect alike.  An interrupt
+    (Ctrl-C) while they run cancels their Spark jobs (``spark``) and is raised.
     """
-    if not queries:
-        return {}
+    results: dict[str, list[dict[str, Any]]] = {}
+    errors: dict[str, BaseException] = {}
+
+    def run(name: str, query: DataFrame) -> None:
+        try:
+            # SQL text: each Column call is a py4j round trip of the driver's.
+            rows = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v").collect()
+            results[name] = [json.loads(row["v"]) for row in rows]
+        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
+            errors[name] = exc
+
+    threads = [threading.Thread(target=run, args=item, name=f"kafka-mirror-verify-{item[0]}", daemon=True)
+               for item in queries.items()]
+    for thread in threads:
+        thread.start()
+    try:
+        for thread in threads:
+            while thread.is_alive():
+                thread.join(0.1)  # a bare join() would hold off Ctrl-C until the query ends
+    except BaseException:
+        _cancel_jobs(spark)
+        raise
+    for name in queries:
+        if name in errors:
+            raise errors[name]
+    return {name: results[name] for name in queries}
 
 
-    # SQL text: each Column call is a py4j round trip of the driver's.
-    tagged = [
-        query.selectExpr(f"'{name}' AS q", "to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
-        for name, query in queries.items()
-    ]
-    out: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
-    for row in reduce(lambda a, b: a.unionAll(b), tagged).collect():
-        out[row["q"]].append(json.loads(row["v"]))
-    return out
+def _cancel_jobs(spark: SparkSession | None) -> None:
+    """Cancel the Spark jobs of this session's running queries (best effort)."""
+    if spark is None:
+        return
+    try:
+        spark.sparkContext.cancelAllJobs()  # classic
+    except Exception:  # noqa: BLE001 - a Spark Connect session has no SparkContext
+        try:
+            spark.interruptAll()
+        except Exception:  # noqa: BLE001 - nothing more to do: the interrupt is raised anyway
+            pass
 
 
 #: The columns each example candidate keeps, by anomaly (see _Job._candidate_queries).
