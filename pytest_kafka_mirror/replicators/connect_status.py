@@ -112,9 +112,11 @@ def _status(connector: str, task: int | None, value: bytes | str | None) -> Conn
 
 
 def latest_statuses(records: Iterable[tuple[str | bytes | None, bytes | str | None]]) -> list[ConnectStatus]:
-    """The states left by ``(key, value)`` records in topic order: connectors in the order
-    they first appear, each followed by its tasks by id (tasks without a connector
-    record too)."""
+    """The states left by ``(key, value)`` records in topic order: connectors in a fixed
+    order (MirrorMaker 2's source, checkpoint and heartbeat connectors, then the others by
+    name: a status topic has several partitions, and the order records of different keys
+    are read in is not defined), each followed by its tasks by id (tasks without a
+    connector record too)."""
     connectors: dict[str, ConnectStatus | None] = {}
     tasks: dict[str, dict[int, ConnectStatus]] = {}
     for raw_key, value in records:
@@ -137,11 +139,20 @@ def latest_statuses(records: Iterable[tuple[str | bytes | None, bytes | str | No
             else:
                 tasks.setdefault(connector, {})[task] = status
     out: list[ConnectStatus] = []
-    for connector, status in connectors.items():
+    for connector, status in sorted(connectors.items(), key=lambda item: _connector_rank(item[0])):
         if status is not None:
             out.append(status)
         out.extend(tasks.get(connector, {})[t] for t in sorted(tasks.get(connector, {})))
     return out
+
+
+#: MirrorMaker 2's connectors, in the order a description names them.
+_MM2_CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+
+
+def _connector_rank(connector: str) -> tuple[int, str]:
+    known = _MM2_CONNECTORS.index(connector) if connector in _MM2_CONNECTORS else len(_MM2_CONNECTORS)
+    return known, connector
 
 
 def _task_part(tasks: list[ConnectStatus]) -> list[str]:
@@ -173,7 +184,7 @@ def describe(statuses: list[ConnectStatus], topic: str = "the status topic") -> 
     if not statuses:
         return f"no status records in {topic}"
     items: list[str] = []
-    order = list(dict.fromkeys(s.connector for s in statuses))
+    order = sorted(dict.fromkeys(s.connector for s in statuses), key=_connector_rank)
     for connector in order:
         own = [s for s in statuses if s.connector == connector and s.task is None]
         head = f"{connector} {own[0].describe()}" if own else f"{connector} (no connector status)"

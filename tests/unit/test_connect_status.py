@@ -224,3 +224,19 @@ def test_a_command_has_no_status_of_its_own(tmp_path: Path) -> None:
     rep = CommandReplicator(_cluster(1), _cluster(2), tmp_path, template="run {source}",  # type: ignore[arg-type]
                             topic_prefix="km", naming=None, startup_timeout=1)  # type: ignore[arg-type]
     assert rep.status() == ""
+
+
+def test_describe_names_connectors_in_a_fixed_order_whatever_the_read_order() -> None:
+    """A status topic has several partitions: records of different keys come in any order."""
+    records = [
+        ("status-connector-Zeta", _value("RUNNING")),
+        ("status-connector-MirrorHeartbeatConnector", _value("RUNNING")),
+        ("status-connector-MirrorCheckpointConnector", _value("RUNNING")),
+        ("status-task-MirrorSourceConnector-0", _value("RUNNING")),
+        ("status-connector-Alpha", _value("PAUSED")),
+        ("status-connector-MirrorSourceConnector", _value("RUNNING")),
+    ]
+    want = ("MirrorSourceConnector RUNNING, task 0 RUNNING; MirrorCheckpointConnector RUNNING, no tasks; "
+            "MirrorHeartbeatConnector RUNNING, no tasks; Alpha PAUSED; Zeta RUNNING, no tasks")
+    assert describe(latest_statuses(records)) == want
+    assert describe(latest_statuses(records[::-1])) == want
