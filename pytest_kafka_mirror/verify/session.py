@@ -229,6 +229,9 @@ _CONNECT_MODULES = ("session", "functions", "window", "dataframe", "column", "gr
                     "expressions", "plan", "types")
 
 
+_GRPC_FORK_SUPPORT = "GRPC_ENABLE_FORK_SUPPORT"
+
+
 def _connect(url: str) -> SparkSession:
     """A Spark Connect session with the server at ``url``, checked to answer (bounded)."""
     from ..processes.managed import tcp_reachable
@@ -251,6 +254,13 @@ def _connect(url: str) -> SparkSession:
         raise SparkConnectError(f"cannot verify through {url}: the Spark Connect client needs {', '.join(missing)} "
                                 f"(pip install 'pyspark[connect]')")
     os.environ[_CONNECT_MODE] = "1"  # as pyspark's builder.remote() does: F.col & co. build Connect columns
+    # gRPC's fork handlers (grpcio >= 1.80, grpc/grpc#43055) restart its poller thread in a
+    # child forked while a channel is busy; subprocess then closes the poller's epoll fd
+    # before exec and the child aborts (SIGABRT: "epoll_wait error: Bad file descriptor").
+    # This process starts brokers, replicators and captures with a preexec_fn, so it forks:
+    # 6 of 300 such starts failed with the handlers on, none with them off.  Read by gRPC
+    # when it initialises, so set before the client is imported; a value given is kept.
+    os.environ.setdefault(_GRPC_FORK_SUPPORT, "false")
     try:
         with warnings.catch_warnings():
             # pyspark 4 warns on import that it "does not yet fully support pandas >= 3.0.0": the

@@ -192,3 +192,36 @@ def test_the_shared_server_s_session_gives_way_to_a_test_s_local_session(tmp_pat
                          timeout=600, cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0 and "gave way" in out.stdout, out.stderr[-4000:]
     assert processes_tagged(tagged_env) == []
+
+
+# A worker holds a busy Spark Connect channel while it starts brokers and replicators with
+# a preexec_fn (a fork, not a vfork).  With grpcio >= 1.80's fork handlers on, a child could
+# abort before exec (grpc/grpc#43055: 6 of 300 here, and a reference mirror in CI).
+FORKS_WHILE_BUSY = """
+import os, subprocess, sys, threading
+from pytest_kafka_mirror.verify import get_spark
+spark = get_spark(sys.argv[1])
+done = threading.Event()
+def busy():
+    while not done.is_set():
+        spark.range(1000).selectExpr("sum(id)").collect()
+threading.Thread(target=busy, daemon=True).start()
+spark.range(10).count()
+failed = [p.returncode for p in (subprocess.run(["true"], preexec_fn=lambda: None, start_new_session=True,
+                                                capture_output=True) for _ in range(int(sys.argv[2])))
+          if p.returncode != 0]
+done.set()
+print(os.environ.get("GRPC_ENABLE_FORK_SUPPORT"), len(failed), failed[:5], flush=True)
+os._exit(0)
+"""
+
+
+def test_a_connect_client_s_process_starts_children_with_a_preexec_fn(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GRPC_ENABLE_FORK_SUPPORT"}
+    with ConnectServer(tmp_path / "server") as server:
+        out = subprocess.run([sys.executable, "-c", FORKS_WHILE_BUSY, server.url, "300"], capture_output=True,
+                             text=True, timeout=300, env=env, cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-4000:]
+    setting, failed, codes = out.stdout.strip().splitlines()[-1].split(maxsplit=2)
+    # Children that died before exec, and the setting the verifier made before the client loaded gRPC.
+    assert (failed, setting) == ("0", "false"), f"exit codes {codes}: {out.stderr[-2000:]}"
