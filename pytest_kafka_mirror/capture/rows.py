@@ -5,10 +5,12 @@ bitmaps the stop decision reads and the live figures of the progress file.
 times faster, see the README's Performance section), so :meth:`RowBuilder.add` decodes
 records as the producer writes them inline — four ``km.*`` headers in order, or a
 ``pid;seq;ts;`` body — and hands anything else to :func:`records.decode`, which classifies
-it exactly as before.  A row is one tuple (the segment writer builds the columns); the
-seen bitmap of the previous record's lane is reused; a payload's checksum is checked once
-(the producer sends 256 payload variants); the gap guard's offset check is done in the
-same pass; live figures are counted per batch.
+it exactly as before.  A row is a tuple of the six columns that change from record to
+record, plus a run tuple per run of one lane of one partition (:class:`.segments.SegmentRows`:
+the writer thread's conversion to Arrow holds the GIL, and 14 fields per row cost the
+loop a fifth of its rate).  The seen bitmap of the previous record's lane is reused; a
+payload's checksum is checked once (the producer sends 256 payload variants); the gap
+guard's offset check is done in the same pass; live figures are counted per batch.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
+
+from .segments import SegmentRows
 
 __all__ = ["CHUNK_BITS", "LiveFigures", "RowBuilder", "SeenBitmap", "merge_progress"]
 
@@ -183,10 +187,10 @@ class RowBuilder:
         self.checksums: dict[bytes, bool] = {}  # payload -> its checksum is right
 
     def add(  # hot loop: one pass per record, written out (a call per record costs ~10% of the rate)
-        self, msgs: Sequence[Any], arrival: int, rows: list[tuple[Any, ...]],
+        self, msgs: Sequence[Any], arrival: int, rows: SegmentRows,
         offsets: dict[tuple[str, int], int] | None = None,
     ) -> int:
-        """Handle ``msgs`` (stamped ``arrival``, µs), appending their rows to ``rows``.
+        """Handle ``msgs`` (stamped ``arrival``, µs), adding their rows to ``rows``.
 
         With ``offsets`` (:attr:`GapGuard.next`), a partition's records must follow each
         other: the pass stops at the first record that does not (the gap guard re-reads the
@@ -195,7 +199,8 @@ class RowBuilder:
         """
         from ..produce.records import HDR_LANE, HDR_PRODUCER, HDR_SEQ, HDR_TS
 
-        append = rows.append
+        values = rows.values
+        append, run_append = values.append, rows.runs.append
         mapping_get = self.mapping.get
         seen = self.seen
         crc32 = zlib.crc32
@@ -208,8 +213,8 @@ class RowBuilder:
         next_offsets = offsets if offsets is not None else {}
         ours_pts: list[int] = []
         by_topic: dict[str, int] = {}  # ours per source topic, counted per run of one lane
-        handled, run_start, dups, expect, chunk_no = len(msgs), 0, 0, -1, -1
-        last_target = last_part = source = last_source = last_pid = last_lane = None
+        handled, run_start, run_dups, dups, expect, chunk_no = len(msgs), 0, 0, 0, -1, -1
+        last_target = last_part = source = last_source = last_pid = last_lane = run_kind = None
         bm, chunk = SeenBitmap(), bytearray()  # set at the first record (its lane is new)
         seq: int
         pts: int
@@ -223,7 +228,7 @@ class RowBuilder:
             if part != last_part or target != last_target:
                 if checking and last_target is not None:
                     next_offsets[(last_target, last_part)] = expect
-                last_target, last_part = target, part
+                last_target, last_part, run_kind = target, part, None
                 source = mapping_get(target, target)
                 expect = next_offsets.get((target, part), off) if checking else off
             if off != expect and checking:
@@ -243,7 +248,7 @@ class RowBuilder:
                             pid = pids.get(v0) or pids.setdefault(v0, v0.decode())
                             lane, seq, pts = int(v1), int(v2), int(v3)
                             payload = value
-                            size = (len(key) if key else 0) + len(value) + 16 + len(v0) + len(v1) + len(v2) + len(v3)
+                            size = len(key) + len(value) + 16 + len(v0) + len(v1) + len(v2) + len(v3)  # no key: _other
                             kind = "headers"
                 elif value and key is not None and key.isdigit() and len(key) <= 5:
                     parts = value.split(b";", 3)
@@ -261,13 +266,11 @@ class RowBuilder:
             except (ValueError, TypeError, AttributeError, UnicodeDecodeError):
                 kind = None
             if kind is None:
-                ident = self._other(m, source, target, key, value, headers, arrival, append)  # type: ignore[arg-type]
+                ident = self._other(m, source, target, key, value, headers, arrival, rows)  # type: ignore[arg-type]
+                run_kind = None  # the next record of the inline shapes starts a run
                 if ident is None:
                     continue
                 pid, lane, seq, pts = ident
-            else:
-                append((source, target, part, off, kind, pid, lane, seq, pts, arrival, m.timestamp()[1], size, ok,
-                        None))
             ours_pts.append(pts)
             # SeenBitmap.add, inline, with the previous record's bitmap reused (records of
             # one partition mostly belong to one lane).
@@ -275,12 +278,18 @@ class RowBuilder:
                 if last_source is not None:
                     n = len(ours_pts) - 1
                     by_topic[last_source] = by_topic.get(last_source, 0) + n - run_start
-                    run_start = n
-                last_source, last_pid, last_lane = source, pid, lane
+                    bm.distinct += n - run_start - (dups - run_dups)  # the lane's new sequences
+                    run_start, run_dups = n, dups
+                last_source, last_pid, last_lane, run_kind = source, pid, lane, None
                 found = seen.get((source, pid, lane))
                 if found is None:
                     found = seen[(source, pid, lane)] = SeenBitmap()
                 bm, chunk_no = found, -1
+            if kind is not None:  # (_other added its own row)
+                if kind is not run_kind:  # a run: one lane of one partition, one shape
+                    run_append((len(values), source, target, part, kind, pid, lane, arrival, None))
+                    run_kind = kind
+                append((off, seq, pts, m.timestamp()[1], size, ok))
             if seq >> 16 != chunk_no:  # the previous record's chunk, mostly
                 chunk_no = seq >> 16
                 chunk = bm.chunks.get(chunk_no)
@@ -291,11 +300,11 @@ class RowBuilder:
                 dups += 1
             else:
                 chunk[j] |= bit
-                bm.distinct += 1
         if checking and last_target is not None:
             next_offsets[(last_target, last_part)] = expect
         if last_source is not None:
             by_topic[last_source] = by_topic.get(last_source, 0) + len(ours_pts) - run_start
+            bm.distinct += len(ours_pts) - run_start - (dups - run_dups)
         counts = self.counts
         counts["records"] += handled
         counts["ours"] += len(ours_pts)
@@ -310,8 +319,8 @@ class RowBuilder:
             self.log(f"capture: consume error: {m.error()}")
 
     def _other(self, m: Any, source: str, target: str, key: bytes | None, value: bytes | None,
-               headers: list[tuple[str, bytes]] | None, arrival: int,
-               append: Callable[[tuple[Any, ...]], None]) -> tuple[str, int, int, int] | None:
+               headers: list[tuple[str, bytes]] | None, arrival: int, rows: SegmentRows,
+               ) -> tuple[str, int, int, int] | None:
         """A record not in the producer's inline shapes: :func:`records.decode` classifies it.
 
         Returns its identity ``(producer id, lane, seq, produce time)`` when it is ours,
@@ -334,7 +343,7 @@ class RowBuilder:
             end_key = f"{source}:{m.partition()}"
             self.warmup_ends[end_key] = max(self.warmup_ends.get(end_key, 0), m.offset() + 1)
             return None
-        append((source, target, m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq, d.ts_us,
+        rows.append((source, target, m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq, d.ts_us,
                 arrival, m.timestamp()[1], size, d.checksum_ok, evidence))
         if d.kind is Kind.FOREIGN:
             counts["foreign"] += 1

@@ -1,11 +1,11 @@
 """Capture segments: rows to Parquet files in ``RUN_DIR/capture``, written by a thread of their own.
 
-The consume loop appends a row (a tuple in ``CAPTURE_SCHEMA_FIELDS`` order) per record to
-:attr:`SegmentWriter.rows` and calls :meth:`SegmentWriter.cut` every ``SEGMENT_ROWS`` rows
-or ``SEGMENT_SECONDS`` seconds.  A cut hands the rows to the writer thread, which builds
-the Arrow table, compresses it and renames it into place (``part-NNNNN.parquet``, numbered
-in cut order).  Writing a segment of 100,000 rows costs ~0.2 s; inline, that stalled the
-loop, so every record behind a flush arrived late and a backlog was read more slowly.
+The consume loop adds a row per record to :attr:`SegmentWriter.rows` (a :class:`SegmentRows`)
+and calls :meth:`SegmentWriter.cut` every ``SEGMENT_ROWS`` rows or ``SEGMENT_SECONDS``
+seconds.  A cut hands the rows to the writer thread, which builds the Arrow table,
+compresses it and renames it into place (``part-NNNNN.parquet``, numbered in cut order).
+Writing a segment of 100,000 rows costs ~0.2 s; inline, that stalled the loop, so every
+record behind a flush arrived late and a backlog was read more slowly.
 
 Memory stays bounded: at most ``max_pending`` cut segments are not on disk yet; a cut
 beyond that waits for the thread (back-pressure, only when the disk is slower than the
@@ -26,12 +26,13 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ..rundir import write_json_atomic
 
-__all__ = ["SEGMENT_ROWS", "SEGMENT_SECONDS", "SegmentWriteError", "SegmentWriter"]
+__all__ = ["SEGMENT_ROWS", "SEGMENT_SECONDS", "SegmentRows", "SegmentWriteError", "SegmentWriter"]
 
 SEGMENT_ROWS = 100_000
 SEGMENT_SECONDS = 5.0
@@ -47,6 +48,60 @@ _STOP = object()  # end of the queue
 _WAKE = object()  # JSON files to write, nothing else
 
 
+#: The columns that change from record to record (a value tuple), and the ones a run of
+#: records shares (a run tuple, after the index of the run's first row).
+VALUE_FIELDS = ("offset", "seq", "produce_ts_us", "record_ts_ms", "size", "checksum_ok")
+RUN_FIELDS = ("topic", "target_topic", "partition", "kind", "producer_id", "lane", "arrival_ts_us", "evidence")
+
+
+class SegmentRows:
+    """The rows of one segment: a value tuple per record and a run tuple per run of records
+    that share the other columns (one lane of one partition in one consumed batch).
+
+    Converting a row to Arrow costs the GIL, which the consume loop then waits for: a full
+    14-field row took ~0.45 µs, a third of a bare consume loop's time per record; six
+    fields take ~0.17 µs, and the shared columns are expanded from their runs in C.  The
+    hot loop (:meth:`.rows.RowBuilder.add`) appends to :attr:`values` and :attr:`runs`
+    itself; :meth:`append` takes a whole row in ``CAPTURE_SCHEMA_FIELDS`` order.
+    """
+
+    __slots__ = ("runs", "values")
+
+    def __init__(self, rows: Iterable[tuple[Any, ...]] = ()) -> None:
+        #: (offset, seq, produce_ts_us, record_ts_ms, size, checksum_ok) per row
+        self.values: list[tuple[Any, ...]] = []
+        #: (index of the run's first row, topic, target_topic, partition, kind, producer_id,
+        #: lane, arrival_ts_us, evidence); a run has at least one row
+        self.runs: list[tuple[Any, ...]] = []
+        for row in rows:
+            self.append(row)
+
+    def append(self, row: tuple[Any, ...]) -> None:
+        """One whole row, in ``CAPTURE_SCHEMA_FIELDS`` order."""
+        topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence = row
+        shared = (topic, target, part, kind, pid, lane, arrival, evidence)
+        runs = self.runs
+        if evidence is not None or not runs or runs[-1][1:] != shared:
+            runs.append((len(self.values), *shared))
+        self.values.append((off, seq, pts, rts, size, ok))
+
+    def __iadd__(self, rows: Iterable[tuple[Any, ...]]) -> SegmentRows:  # noqa: PYI034 - Self: Python 3.11
+        for row in rows:
+            self.append(row)
+        return self
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        """The whole rows, in ``CAPTURE_SCHEMA_FIELDS`` order."""
+        runs, values = self.runs, self.values
+        for i, (start, topic, target, part, kind, pid, lane, arrival, evidence) in enumerate(runs):
+            end = runs[i + 1][0] if i + 1 < len(runs) else len(values)
+            for off, seq, pts, rts, size, ok in values[start:end]:
+                yield topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence
+
+
 class SegmentWriteError(RuntimeError):
     """A capture segment (or file) could not be written; the message names its path."""
 
@@ -58,7 +113,7 @@ class SegmentWriter:
         self.out_dir = out_dir
         self.prefix = prefix
         out_dir.mkdir(parents=True, exist_ok=True)
-        self.rows: list[tuple[Any, ...]] = []
+        self.rows = SegmentRows()
         #: Segments and rows on disk (the thread's counts: final once :meth:`close` returned).
         self.segments = 0
         self.written = 0
@@ -79,8 +134,11 @@ class SegmentWriter:
         from ..rundir import capture_schema
 
         self.schema = capture_schema()
-        self._struct = pa.struct(list(self.schema))
-        pq.write_table(self.schema.empty_table(), pa.BufferOutputStream(), compression="zstd")
+        self._values = pa.struct([self.schema.field(name) for name in VALUE_FIELDS])
+        self._run_types = [self.schema.field(name).type for name in RUN_FIELDS]
+        # ... and so does the first conversion (pyarrow.compute's import among it)
+        sample = SegmentRows([("t", "t", 0, 0, "headers", "p", 0, 0, 0, 0, 0, 0, True, None)])
+        pq.write_table(self._table(sample), pa.BufferOutputStream(), compression="zstd")
         self._thread = threading.Thread(target=self._work, name="capture-segments", daemon=True)
         self._thread.start()
         self.last_cut = time.monotonic()
@@ -95,7 +153,7 @@ class SegmentWriter:
         self._take_slot()
         path = self.out_dir / f"{self.prefix}-{self._cut:05d}.parquet"
         self._cut += 1
-        rows, self.rows = self.rows, []
+        rows, self.rows = self.rows, SegmentRows()
         self._queue.put((path, rows))
 
     def write_json(self, path: Path, data: Any) -> None:
@@ -129,7 +187,7 @@ class SegmentWriter:
             if self._error is None and self.rows:
                 self.cut()
         finally:
-            self.rows = []
+            self.rows = SegmentRows()
             self._queue.put(_STOP)
             self._join()
         self.check()
@@ -178,30 +236,45 @@ class SegmentWriter:
             item = None  # a written (or discarded) segment's rows go now, not with the next one
             self._write_files()
 
-    def _segment(self, path: Path, rows: list[tuple[Any, ...]]) -> None:
+    def _segment(self, path: Path, rows: SegmentRows) -> None:
         try:
             self._write(path, rows)
         except BaseException as exc:  # noqa: BLE001 - every failure must reach the loop
             self._fail(f"could not write capture segment {path}: {type(exc).__name__}: {exc}", exc)
 
-    def _write(self, path: Path, rows: list[tuple[Any, ...]]) -> None:
-        import pyarrow as pa  # loaded by __init__: a dictionary lookup here
-        import pyarrow.parquet as pq
+    def _write(self, path: Path, rows: SegmentRows) -> None:
+        import pyarrow.parquet as pq  # loaded by __init__: a dictionary lookup here
 
-        # Rows convert to one struct array per CONVERT_ROWS slice, straight from the tuples
-        # (3x faster than transposing them into columns).  A conversion holds the GIL for
-        # its whole C call: slices keep each hold short, so the consume loop waits ~2 ms at
-        # most.  The table and the file are the same as a single conversion's.
-        chunks = [pa.array(rows[i : i + CONVERT_ROWS], type=self._struct) for i in range(0, len(rows), CONVERT_ROWS)]
-        table = pa.Table.from_struct_array(pa.chunked_array(chunks, type=self._struct))
         tmp = path.with_name(f".{path.name}.tmp")
         try:
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(self._table(rows), tmp, compression="zstd")
             os.replace(tmp, path)
         finally:
             tmp.unlink(missing_ok=True)
         self.segments += 1
         self.written += len(rows)
+
+    def _table(self, rows: SegmentRows) -> Any:
+        """The Arrow table of ``rows``, columns in ``CAPTURE_SCHEMA_FIELDS`` order.
+
+        The value tuples convert to one struct array per ``CONVERT_ROWS`` slice: a
+        conversion holds the GIL for its whole C call, and slices keep each hold short, so
+        the consume loop waits ~1 ms at most.  The shared columns are run-end decoded.
+        """
+        import pyarrow as pa  # loaded by __init__: a dictionary lookup here
+        import pyarrow.compute as pc
+
+        values, runs = rows.values, rows.runs
+        if not values:
+            return self.schema.empty_table()
+        chunks = [pa.array(values[i : i + CONVERT_ROWS], type=self._values) for i in range(0, len(values), CONVERT_ROWS)]
+        columns = dict(zip(VALUE_FIELDS, pa.Table.from_struct_array(pa.chunked_array(chunks, type=self._values))
+                           .columns, strict=True))
+        ends = pa.array([run[0] for run in runs[1:]] + [len(values)], pa.int32())
+        for j, (name, type_) in enumerate(zip(RUN_FIELDS, self._run_types, strict=True), start=1):
+            shared = pa.array([run[j] for run in runs], type_)
+            columns[name] = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(ends, shared))
+        return pa.table([columns[name] for name in self.schema.names], schema=self.schema)
 
     def _write_files(self) -> None:
         while self._files and self._error is None:

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_kafka_mirror.capture import segments
 from pytest_kafka_mirror.capture.process import _CaptureProcess
-from pytest_kafka_mirror.capture.segments import SegmentWriteError, SegmentWriter
+from pytest_kafka_mirror.capture.segments import SegmentRows, SegmentWriteError, SegmentWriter
 from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTURE_STATUS
 
 
@@ -46,7 +46,7 @@ class _SlowWrites:
         self.started = 0
         real = SegmentWriter._write
 
-        def write(writer: SegmentWriter, path: Path, rows: list[tuple[Any, ...]]) -> None:
+        def write(writer: SegmentWriter, path: Path, rows: SegmentRows) -> None:
             self.started += 1
             assert self.release.wait(30), "the test never released the writer"
             real(writer, path, rows)
@@ -301,7 +301,7 @@ def test_the_loop_checks_offsets_itself_and_the_guard_resumes_after_a_gap() -> N
     gaps = GapGuard(consumer)
     gaps.start("t", 0, 0)
     rb = RowBuilder({"t": "t"}, LiveFigures([1.0]))
-    rows: list[tuple[Any, ...]] = []
+    rows = SegmentRows()
     handled = rb.add(msgs, 1, rows, gaps.next)
     assert handled == 4 and [r[3] for r in rows] == [0, 1, 2, 3]
     assert rb.add(gaps.resume(msgs, handled), 1, rows) == 0  # the rest waits for the re-read
