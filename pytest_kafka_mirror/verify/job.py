@@ -193,7 +193,7 @@ def verify_run(
         from pytest_kafka_mirror.verify.session import get_spark
 
         spark = get_spark(master)
-    with _job_conf(spark, run):
+    with _job_conf(spark, _capture_bytes(run)):
         job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0))
         try:
             report = job.run(bounds)
@@ -206,9 +206,10 @@ def verify_run(
     return report
 
 
-#: Captures smaller than this (bytes of Parquet) run without whole-stage code generation:
-#: compiling the generated Java of a dozen small queries costs more than it saves (about 1 s
-#: per verification of a 10k-record run; a 100 MB capture is some 5M records).
+#: Captures smaller than this (bytes of Parquet) run without code generation, whole-stage
+#: or per expression: compiling the generated Java of a dozen small queries, then having the
+#: JIT compile it, costs more than it saves (about 1 s per verification of a 10k-record run
+#: each; a 100 MB capture is some 5M records).
 _SMALL_CAPTURE_BYTES = 4 << 20
 #: Captures up to this size are cached uncompressed: building and reading the in-memory
 #: columns without compression is about a quarter faster, and costs some 130 MB per million
@@ -223,13 +224,14 @@ def _capture_bytes(run: Path) -> int:
 
 
 @contextmanager
-def _job_conf(spark: SparkSession, run: Path) -> Iterator[None]:
-    """Session settings for the duration of one verification, restored afterwards.
+def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
+    """Session settings for one verification of a capture of ``size`` bytes, restored
+    afterwards.
 
     In local mode adaptive query execution only costs: its partition coalescing and skew
     handling have nothing to do with one shuffle partition per core, and it re-plans the
     query after every stage and runs each stage as a Spark job of its own.  Small captures
-    also skip whole-stage code generation (see ``_SMALL_CAPTURE_BYTES``) and, in local
+    also skip code generation (see ``_SMALL_CAPTURE_BYTES``) and, in local
     mode, shuffle into one partition: task overhead, not rows, is their cost.  Set through
     ``spark.conf``, which works over Spark Connect too.
     """
@@ -240,11 +242,14 @@ def _job_conf(spark: SparkSession, run: Path) -> Iterator[None]:
         master = ""
     if master.startswith("local"):
         wanted["spark.sql.adaptive.enabled"] = "false"
-    size = _capture_bytes(run)
     if size < _PLAIN_CACHE_BYTES:
         wanted["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
     if size < _SMALL_CAPTURE_BYTES:
         wanted["spark.sql.codegen.wholeStage"] = "false"
+        # ... nor Java code for single expressions: generated classes are new to the JIT
+        # in every verification, the interpreted evaluators stay compiled from one to the
+        # next (a warm 10k-record run: 2.2-2.4 -> 1.3-1.6 s, tasks' CPU halved).
+        wanted["spark.sql.codegen.factoryMode"] = "NO_CODEGEN"
         if master.startswith("local"):
             # A dozen small aggregates run at once: one task each keeps both cores busy.
             wanted["spark.sql.shuffle.partitions"] = "1"
@@ -306,7 +311,8 @@ class _Job:
         self.firsts = self._firsts().persist()
         # Built by an action of its own: when the first query that reads the cache builds
         # it, the other queries of that action wait for its blocks while holding task slots.
-        self.firsts.count()
+        # It runs while the driver builds and plans the first round's queries (see _collect).
+        self.cached = _Background(self.firsts.count, "kafka-mirror-verify-cache")
         self.split_rows: list[dict[str, Any]] = []
         self.union: DataFrame | None = None
 
@@ -354,6 +360,7 @@ class _Job:
         return self._in_ranges(firsts, "left").withColumn("acked", F.expr("coalesce(acked, false)"))
 
     def release(self) -> None:
+        self.cached.wait(raise_error=False)
         self.firsts.unpersist()
         if self.union is not None:
             self.union.unpersist()
@@ -387,7 +394,7 @@ class _Job:
             "ranges": self._range_query(), "latency": latency.buckets_query(),
             "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts, topic_firsts=False),
             **(self._candidate_queries() if self.examples else {}),
-        }, self.spark)
+        }, self.spark, after=self.cached.wait)
         kinds = {row["kind"]: row["count"] for row in first["kinds"]}
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
         if self.examples:
@@ -788,7 +795,8 @@ def _local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str
     return spark.sql(f"SELECT {select} FROM VALUES {values} AS t({columns})")
 
 
-def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None) -> dict[str, list[dict[str, Any]]]:
+def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None,
+             after: Callable[[], object] | None = None) -> dict[str, list[dict[str, Any]]]:
     """Run small queries at once: their rows by query name, as dicts.
 
     Each query is a Spark action of its own, run from a thread of its own: Spark runs the
@@ -796,9 +804,12 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
     of a local master busy, and each task carries its own query's plan only.  (One action
     over the union of every query, the way before, made each task deserialize every
     query's plan: 1M rows took 7.97 s that way against 6.77 s, in one JVM alternating; a
-    10k-record run takes the same either way once the JIT is warm.)  Rows travel as JSON, so every query gives
-    plain dicts whatever its shape, through py4j and Spark Connect alike.  An interrupt
-    (Ctrl-C) while they run cancels their Spark jobs (``spark``) and is raised.
+    10k-record run takes the same either way once the JIT is warm.)  Each thread plans its
+    query first, then waits for ``after`` (the cache being built), then runs it: a dozen
+    plans cost a small run's driver a few tenths of a second, spent while the cache builds.
+    Rows travel as JSON, so every query gives plain dicts whatever its shape, through
+    py4j and Spark Connect alike.  An interrupt (Ctrl-C) while they run cancels their
+    Spark jobs (``spark``) and is raised.
     """
     results: dict[str, list[dict[str, Any]]] = {}
     errors: dict[str, BaseException] = {}
@@ -806,8 +817,11 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
     def run(name: str, query: DataFrame) -> None:
         try:
             # SQL text: each Column call is a py4j round trip of the driver's.
-            rows = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v").collect()
-            results[name] = [json.loads(row["v"]) for row in rows]
+            frame = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
+            _plan(frame)
+            if after is not None:
+                after()
+            results[name] = [json.loads(row["v"]) for row in frame.collect()]
         except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
             errors[name] = exc
 
@@ -826,6 +840,36 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
         if name in errors:
             raise errors[name]
     return {name: results[name] for name in queries}
+
+
+def _plan(frame: DataFrame) -> None:
+    """Have classic Spark plan ``frame`` now; its action reuses the plan.  (Over Spark
+    Connect the server plans when it runs the query: nothing to do.)"""
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is not None:
+        jdf.queryExecution().executedPlan()
+
+
+class _Background:
+    """``action()`` run by a daemon thread from now on; :meth:`wait` joins it."""
+
+    def __init__(self, action: Callable[[], object], name: str) -> None:
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, args=(action,), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except BaseException as exc:  # noqa: BLE001 - raised by wait()
+            self._error = exc
+
+    def wait(self, raise_error: bool = True) -> None:
+        """Wait until the action ended; raise its error (``raise_error``)."""
+        while self._thread.is_alive():
+            self._thread.join(0.1)  # a bare join() would hold off Ctrl-C until the action ends
+        if raise_error and self._error is not None:
+            raise self._error
 
 
 def _cancel_jobs(spark: SparkSession | None) -> None:

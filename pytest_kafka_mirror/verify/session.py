@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import _local_cores
+from .connect import DRIVER_JAVA_OPTIONS, _local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -139,6 +139,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
             .config("spark.sql.session.timeZone", "UTC")
             .config("spark.sql.catalogImplementation", "in-memory")
             .config("spark.dynamicAllocation.enabled", "false")
+            .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
         )
         cores = _local_cores(master)
         if cores is not None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from pytest_kafka_mirror.verify import MirrorReport, verify_run
+from pytest_kafka_mirror.verify import MirrorReport, job, verify_run
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from tests.histories import History, histories, reductions, size, write_histories
 from tests.synthetic import SyntheticRun, assert_same_report
@@ -33,16 +33,19 @@ from tests.synthetic import SyntheticRun, assert_same_report
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-#: Generated histories per batch; 2 batches (one per xdist worker): 1040 cases in all.
+#: Generated histories per batch; 3 batches: 1560 cases in all.
 CASES = 520
 #: Shrinking stops after this many rounds (one Spark job each).
 SHRINK_ROUNDS = 40
 #: Verify with every example and range kept, so that each history's part is complete.
 UNCAPPED: dict[str, Any] = {"examples": 10**6, "max_ranges": 10**6}
 
-BATCHES = {  # name: (hypothesis seed, with a source log)
-    "plain": (1, False),
-    "reconciled": (2, True),
+BATCHES = {  # name: (hypothesis seed, with a source log, settings of a large capture)
+    "plain": (1, False, False),
+    "reconciled": (2, True, False),
+    # A large capture's settings (code generation, whole-stage and per expression; more
+    # shuffle partitions): the same answers whatever way Spark evaluates the job.
+    "large-settings": (3, False, True),
 }
 
 
@@ -118,8 +121,11 @@ def _same(got: dict[str, Any], want: dict[str, Any], case: History) -> None:
 
 
 @pytest.mark.parametrize("batch", list(BATCHES))
-def test_spark_and_oracle_agree_on_generated_histories(spark: SparkSession, tmp_path: Path, batch: str) -> None:
-    batch_seed, source_log = BATCHES[batch]
+def test_spark_and_oracle_agree_on_generated_histories(spark: SparkSession, tmp_path: Path, batch: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    batch_seed, source_log, large = BATCHES[batch]
+    if large:
+        monkeypatch.setattr(job, "_SMALL_CAPTURE_BYTES", 0)
     cases = _generate(CASES, batch_seed)
     assert len(cases) == CASES
     batches = _Batches(spark, tmp_path, source_log)

@@ -476,3 +476,58 @@ def test_latency_limits_without_data() -> None:
     report.assert_ok()
     with pytest.raises(MirrorMismatchError, match="latency p99.9: no record arrived, limit 5 ms"):
         report.assert_latency(p999_ms=5)
+
+
+# -- how the job runs ----------------------------------------------------------------------
+
+
+def test_small_captures_run_without_code_generation_and_the_settings_come_back(spark: SparkSession) -> None:
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _job_conf
+
+    keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
+    before = {key: spark.conf.get(key, None) for key in keys}
+    with _job_conf(spark, _SMALL_CAPTURE_BYTES - 1):
+        assert {key: spark.conf.get(key) for key in keys} == dict(zip(keys, ("false", "NO_CODEGEN"), strict=True))
+    assert {key: spark.conf.get(key, None) for key in keys} == before
+    with _job_conf(spark, _SMALL_CAPTURE_BYTES):
+        assert {key: spark.conf.get(key, None) for key in keys} == before
+
+
+def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> None:
+    """``_collect`` has every query wait for ``after`` (the cache's build, while the query
+    is planned), runs them once it returned, and raises its error in the caller."""
+    import threading
+
+    from pytest_kafka_mirror.verify.job import _Background, _collect
+
+    planned: list[str] = []
+    release = threading.Event()
+
+    def after() -> None:
+        planned.append("after")
+        assert release.wait(30)
+
+    queries = {f"q{i}": spark.range(5).selectExpr(f"id * {i} AS v") for i in range(3)}
+    cache = _Background(release.wait, "test-cache")
+    result: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: result.update(_collect(queries, spark, after=after)))
+    worker.start()
+    try:
+        waited = 0.0
+        while planned.count("after") < 3 and waited < 30:  # every query planned, each waiting for the cache
+            release.wait(0.05)
+            waited += 0.05
+        assert planned.count("after") == 3 and not result
+    finally:
+        release.set()
+        worker.join(30)
+    cache.wait()
+    assert result == {f"q{i}": [{"v": n * i} for n in range(5)] for i in range(3)}
+
+    def broken() -> None:
+        raise RuntimeError("the cache could not be built")
+
+    failed = _Background(broken, "test-cache-error")
+    with pytest.raises(RuntimeError, match="could not be built"):
+        _collect(queries, spark, after=failed.wait)
+    failed.wait(raise_error=False)  # and release() does not raise it again
