@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,6 +16,9 @@ from pytest_kafka_mirror.config import resolve_settings
 from pytest_kafka_mirror.session import KafkaMirrorSession
 from pytest_kafka_mirror.verify import connect
 from pytest_kafka_mirror.verify.connect import ConnectServer, parse_connect_url, server_conf
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 
 def _session(cli: dict | None = None, env: dict | None = None) -> KafkaMirrorSession:
@@ -76,6 +80,18 @@ def test_the_server_runs_in_the_foreground_on_loopback_with_the_local_session_s_
     assert confs["spark.sql.shuffle.partitions"] == confs["spark.default.parallelism"] == "3"
     assert confs["spark.ui.enabled"] == "false"
     assert server_conf("spark://h:7077").get("spark.sql.shuffle.partitions") is None
+    # the same JIT settings as a local session's driver (verify/connect.py, DRIVER_JAVA_OPTIONS)
+    java_options = argv[argv.index("--driver-java-options") + 1].split()
+    assert java_options[0].startswith("-Dlog4j2.configurationFile=file:")
+    assert java_options[1:] == connect.DRIVER_JAVA_OPTIONS.split()
+    assert "-XX:Tier4InvocationThreshold=50000" in java_options
+
+
+def test_the_local_session_s_driver_gets_the_jit_settings(spark: SparkSession) -> None:
+    options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
+    assert options is not None and connect.DRIVER_JAVA_OPTIONS in options
+    flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    assert "-XX:Tier4CompileThreshold=150000" in list(flags)  # the JVM runs with them
 
 
 def test_a_spark_connect_url_nobody_answers_at_fails_at_once(tmp_path: Path) -> None:
