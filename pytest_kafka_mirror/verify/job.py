@@ -442,13 +442,16 @@ class _Job:
             "min(produce_ts_us) AS first_produce_us", "min(arrival_ts_us) AS first_arrival_us",
         ))
 
+    def _acked(self, rid: int | None) -> bool:
+        """Whether range id ``rid`` (None: in no range) is an acknowledged range."""
+        return rid is not None and self.ranges[rid][3]
+
     def _topic_firsts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Per source topic, the first produce and arrival times of its acknowledged records
         (the rows ``_timeline.timeline_queries`` would give), from the rows of :meth:`_range_query`."""
         firsts: dict[str, dict[str, Any]] = {}
         for row in rows:
-            rid = row["range_id"]
-            if rid is None or not self.ranges[rid][3]:
+            if not self._acked(row["range_id"]):
                 continue
             entry = firsts.setdefault(row["topic"], {"topic": row["topic"], "first_produce_us": None,
                                                      "first_arrival_us": None})
@@ -472,7 +475,7 @@ class _Job:
             stats.reordered += row["reordered"]
             stats.partitions = sorted({*stats.partitions, row["pmin"], row["pmax"]})
             rid = row["range_id"]
-            if rid is None or not self.ranges[rid][3]:
+            if not self._acked(rid):
                 stats.phantom += row["received"]
             if rid is not None:
                 seen[rid] = (row["lo"], row["hi"], row["distinct"])
