@@ -360,6 +360,8 @@ class _Job:
         return self._in_ranges(firsts, "left").withColumn("acked", F.expr("coalesce(acked, false)"))
 
     def release(self) -> None:
+        if self.cached.running():  # an error or Ctrl-C before the first round waited for it
+            _cancel_jobs(self.spark)
         self.cached.wait(raise_error=False)
         self.firsts.unpersist()
         if self.union is not None:
@@ -866,6 +868,9 @@ class _Background:
             action()
         except BaseException as exc:  # noqa: BLE001 - raised by wait()
             self._error = exc
+
+    def running(self) -> bool:
+        return self._thread.is_alive()
 
     def wait(self, raise_error: bool = True) -> None:
         """Wait until the action ended; raise its error (``raise_error``)."""

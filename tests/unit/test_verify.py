@@ -531,3 +531,29 @@ def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> 
     with pytest.raises(RuntimeError, match="could not be built"):
         _collect(queries, spark, after=failed.wait)
     failed.wait(raise_error=False)  # and release() does not raise it again
+
+
+def test_a_job_released_before_its_cache_was_built_cancels_the_build(spark: SparkSession) -> None:
+    """An error or Ctrl-C between starting the cache's build and the first round: releasing
+    the job does not wait for the build to end (minutes on a large run)."""
+    import threading
+    import time
+
+    from pytest_kafka_mirror.verify.job import _Background, _Job
+
+    job = _Job.__new__(_Job)
+    job.spark, job.union = spark, None
+    job.firsts = spark.range(10**13).selectExpr("max(id % 1000) AS m")  # runs for many minutes
+    job.cached = _Background(lambda: job.firsts.collect(), "test-cache")
+    time.sleep(1.0)  # the job is running
+    assert job.cached.running()
+    releasing = threading.Thread(target=job.release, daemon=True)
+    releasing.start()
+    releasing.join(30)
+    try:
+        assert not releasing.is_alive(), "release() waited for the cache's build"
+        assert not job.cached.running()
+    finally:
+        if releasing.is_alive():
+            spark.sparkContext.cancelAllJobs()
+            releasing.join(30)
