@@ -60,7 +60,7 @@ class SegmentRows:
 
     Converting a row to Arrow costs the GIL, which the consume loop then waits for: a full
     14-field row took ~0.45 µs, a third of a bare consume loop's time per record; six
-    fields take ~0.17 µs, and the shared columns are expanded from their runs in C.  The
+    fields take ~0.19 µs, and the shared columns are expanded from their runs in C.  The
     hot loop (:meth:`.rows.RowBuilder.add`) appends to :attr:`values` and :attr:`runs`
     itself; :meth:`append` takes a whole row in ``CAPTURE_SCHEMA_FIELDS`` order.
     """

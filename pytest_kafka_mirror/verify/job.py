@@ -47,6 +47,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -816,35 +817,24 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
     py4j and Spark Connect alike.  An interrupt (Ctrl-C) while they run cancels their
     Spark jobs (``spark``) and is raised.
     """
-    results: dict[str, list[dict[str, Any]]] = {}
-    errors: dict[str, BaseException] = {}
 
-    def run(name: str, query: DataFrame) -> None:
-        try:
-            # SQL text: each Column call is a py4j round trip of the driver's.
-            frame = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
-            _plan(frame)
-            if after is not None:
-                after()
-            results[name] = [json.loads(row["v"]) for row in frame.collect()]
-        except BaseException as exc:  # noqa: BLE001 - raised in the calling thread below
-            errors[name] = exc
+    def run(query: DataFrame) -> list[dict[str, Any]]:
+        # SQL text: each Column call is a py4j round trip of the driver's.
+        frame = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
+        _plan(frame)
+        if after is not None:
+            after()
+        return [json.loads(row["v"]) for row in frame.collect()]
 
-    threads = [threading.Thread(target=run, args=item, name=f"kafka-mirror-verify-{item[0]}", daemon=True)
-               for item in queries.items()]
-    for thread in threads:
-        thread.start()
+    started = {name: _Background(partial(run, query), f"kafka-mirror-verify-{name}")
+               for name, query in queries.items()}
     try:
-        for thread in threads:
-            while thread.is_alive():
-                thread.join(0.1)  # a bare join() would hold off Ctrl-C until the query ends
+        for action in started.values():
+            action.wait(raise_error=False)
     except BaseException:
         _cancel_jobs(spark)
         raise
-    for name in queries:
-        if name in errors:
-            raise errors[name]
-    return {name: results[name] for name in queries}
+    return {name: action.wait() for name, action in started.items()}  # the first error, in query order
 
 
 def _plan(frame: DataFrame) -> None:
@@ -856,28 +846,31 @@ def _plan(frame: DataFrame) -> None:
 
 
 class _Background:
-    """``action()`` run by a daemon thread from now on; :meth:`wait` joins it."""
+    """``action()`` run by a daemon thread from now on; :meth:`wait` joins it and gives its
+    result (or raises its error)."""
 
-    def __init__(self, action: Callable[[], object], name: str) -> None:
+    def __init__(self, action: Callable[[], Any], name: str) -> None:
+        self._result: Any = None
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, args=(action,), name=name, daemon=True)
         self._thread.start()
 
-    def _run(self, action: Callable[[], object]) -> None:
+    def _run(self, action: Callable[[], Any]) -> None:
         try:
-            action()
+            self._result = action()
         except BaseException as exc:  # noqa: BLE001 - raised by wait()
             self._error = exc
 
     def running(self) -> bool:
         return self._thread.is_alive()
 
-    def wait(self, raise_error: bool = True) -> None:
-        """Wait until the action ended; raise its error (``raise_error``)."""
+    def wait(self, raise_error: bool = True) -> Any:
+        """Wait until the action ended; return its result, or raise its error (``raise_error``)."""
         while self._thread.is_alive():
             self._thread.join(0.1)  # a bare join() would hold off Ctrl-C until the action ends
         if raise_error and self._error is not None:
             raise self._error
+        return self._result
 
 
 def _cancel_jobs(spark: SparkSession | None) -> None:
