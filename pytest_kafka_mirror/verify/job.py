@@ -194,8 +194,10 @@ def verify_run(
         from pytest_kafka_mirror.verify.session import get_spark
 
         spark = get_spark(master)
-    with _job_conf(spark, _capture_bytes(run)):
-        job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0))
+    size = _capture_bytes(run)
+    with _job_conf(spark, size):
+        job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0),
+                   sorted_aggregates=size >= _SMALL_CAPTURE_BYTES)
         try:
             report = job.run(bounds)
         finally:
@@ -243,6 +245,9 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
         master = ""
     if master.startswith("local"):
         wanted["spark.sql.adaptive.enabled"] = "false"
+    if size >= _SMALL_CAPTURE_BYTES:
+        # See _Job._firsts: its aggregates read records sorted by their keys.
+        wanted["spark.sql.execution.replaceHashWithSortAgg"] = "true"
     if size < _PLAIN_CACHE_BYTES:
         wanted["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
     if size < _SMALL_CAPTURE_BYTES:
@@ -271,7 +276,7 @@ class _Job:
     """State of one verification: the cached frames and the lane table being filled."""
 
     def __init__(self, spark: SparkSession, run: Path, lanes_meta: dict[LaneKey, LaneMeta], topics: dict[str, str],
-                 *, examples: int, max_ranges: int) -> None:
+                 *, examples: int, max_ranges: int, sorted_aggregates: bool = False) -> None:
 
         self.spark = spark
         self.run_dir = run
@@ -279,6 +284,7 @@ class _Job:
         self.topics = topics
         self.examples = examples
         self.max_ranges = max_ranges
+        self.sorted_aggregates = sorted_aggregates
         self.stats: dict[LaneKey, LaneStats] = {}
         for key, meta in lanes_meta.items():
             self._lane(key).expected = sum(b - a + 1 for a, b in meta.acked)
@@ -329,34 +335,45 @@ class _Job:
     def _firsts(self) -> DataFrame:
         """One row per distinct received record, with everything the figures need.
 
-        A single shuffle, by lane: deduplicating per (lane, target partition), the
-        reordering window over each partition, and deduplicating per lane all run inside
-        that partitioning, instead of one shuffle by record for the dedup and another by
-        partition for the window.  Only primitive aggregates: a struct min would turn a
-        hash aggregate into a sort aggregate.
+        A single shuffle, by lane: the reordering window over each target partition, then
+        deduplicating per (lane, target partition) and per lane, all inside that
+        partitioning.  The window runs over the records themselves: at the first copy of a
+        seq in a partition, the highest seq before it is the same whether the copies before
+        were deduplicated or not, and once a copy is behind a higher seq every later copy in
+        that partition is too, so "its first copy is late" is "all its copies are late".
+
+        Large captures sort the windowed records by (lane, seq) and aggregate them as they
+        stream by (``_job_conf`` turns hash aggregates over sorted input into sort
+        aggregates): a hash table of 10M distinct seqs spills and sorts anyway, twice.  A
+        10M-record run: 40-46 -> 35-36 s (alternating, one JVM).  Small captures keep the hash
+        aggregates, a tenth of a second faster there.  Only primitive aggregates: a struct
+        min would turn a hash aggregate into a sort aggregate.
         """
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         part = [*_KEY, "partition"]
-        # Expressions as SQL text: each Column call is a py4j round trip of the driver's.
-        per_partition = self.ident.repartition(*_KEY).groupBy(*part, "seq").agg(*_sql(
-            "min(`offset`) AS `offset`", "count(1) AS n", "count(CASE WHEN checksum_ok = false THEN 1 END) AS bad",
-            "min(arrival_ts_us) AS arrival_ts_us", "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us",
-        ))
         # Reordered: the first copy of a seq arrived after a higher seq of its lane, in the
         # same target partition (order across partitions is not defined in Kafka).
         earlier = Window.partitionBy(*part).orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
-        flagged = per_partition.withColumn("after_seq", F.max("seq").over(earlier))
+        records = self.ident.repartition(*_KEY).withColumn("after_seq", F.max("seq").over(earlier))
+        if self.sorted_aggregates:
+            records = records.sortWithinPartitions(*_KEY, "seq", "partition", "offset")
         late = "coalesce(seq < after_seq, false)"
-        firsts = flagged.groupBy(*_KEY, "seq").agg(*_sql(
+        # Expressions as SQL text: each Column call is a py4j round trip of the driver's.
+        per_partition = records.groupBy(*_KEY, "seq", "partition").agg(*_sql(
+            "min(`offset`) AS `offset`", "count(1) AS n", "count(CASE WHEN checksum_ok = false THEN 1 END) AS bad",
+            "min(arrival_ts_us) AS arrival_ts_us", "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us",
+            f"bool_and({late}) AS late", "min_by(after_seq, `offset`) AS after_seq",
+        ))
+        firsts = per_partition.groupBy(*_KEY, "seq").agg(*_sql(
             "sum(n) AS n", "sum(bad) AS bad", "min(arrival_ts_us) AS arrival_ts_us",
-            "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us", f"count(CASE WHEN {late} THEN 1 END) AS reordered",
+            "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us", "count(CASE WHEN late THEN 1 END) AS reordered",
             "min(`partition`) AS pmin", "max(`partition`) AS pmax",
             # Where the reordering was seen, for the examples.
-            f"min(CASE WHEN {late} THEN `partition` END) AS r_partition",
-            f"min_by(CASE WHEN {late} THEN `offset` END, CASE WHEN {late} THEN `partition` END) AS r_offset",
-            f"min_by(CASE WHEN {late} THEN after_seq END, CASE WHEN {late} THEN `partition` END) AS after_seq",
+            "min(CASE WHEN late THEN `partition` END) AS r_partition",
+            "min_by(CASE WHEN late THEN `offset` END, CASE WHEN late THEN `partition` END) AS r_offset",
+            "min_by(CASE WHEN late THEN after_seq END, CASE WHEN late THEN `partition` END) AS after_seq",
         ))
         return self._in_ranges(firsts, "left").withColumn("acked", F.expr("coalesce(acked, false)"))
 
@@ -542,15 +559,17 @@ class _Job:
         from pyspark.sql import functions as F
 
         ids = _local_frame(self.spark, [(rid,) for rid in holed], "range_id bigint")
-        # A range is in one lane: partitioned by lane too, the window reuses the partitioning
-        # of ``firsts`` (by lane) instead of shuffling the run again.
-        within = [c for c in _KEY if c in frame.columns] + ["range_id"]
-        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*within, "seq")
+        # A range is in one lane: the window runs over lanes ordered by seq, which is how a
+        # large capture's ``firsts`` is partitioned and sorted (no shuffle, no sort then).
+        within = [c for c in _KEY if c in frame.columns] or ["range_id"]
+        columns = dict.fromkeys([*within, "range_id", "seq"])
+        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*columns)
         # ``frame`` holds each seq once: a gap follows every seq more than one above the one
-        # before.  SQL text: each Column call is a py4j round trip of the driver's.
+        # before it in its range.  SQL text: each Column call is a py4j round trip of the driver's.
+        over = f"OVER (PARTITION BY {', '.join(within)} ORDER BY seq)"
         gaps = rows.selectExpr(
-            "range_id", f"lag(seq) OVER (PARTITION BY {', '.join(within)} ORDER BY seq) + 1 AS a", "seq - 1 AS b",
-        ).filter("a <= b")
+            "range_id", f"lag(seq) {over} + 1 AS a", "seq - 1 AS b", f"lag(range_id) {over} AS before",
+        ).filter("a <= b AND before = range_id")
         # Each gap's rank in its range, for the listing cap.
         gaps = gaps.selectExpr("*", "row_number() OVER (PARTITION BY range_id ORDER BY a) AS k")
         return gaps.groupBy("range_id").agg(*_sql(

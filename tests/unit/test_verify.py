@@ -493,6 +493,34 @@ def test_small_captures_run_without_code_generation_and_the_settings_come_back(s
         assert {key: spark.conf.get(key, None) for key in keys} == before
 
 
+@pytest.mark.parametrize("large", [False, True], ids=["small", "large"])
+def test_large_captures_aggregate_sorted_records_as_they_stream(spark: SparkSession, tmp_path: Path,
+                                                                large: bool) -> None:
+    """A large capture's job sorts the windowed records once and aggregates them with sort
+    aggregates (a hash table of every distinct seq spills, then sorts anyway); the gaps
+    window then reads ``firsts`` in its own order, without sorting it again.  A small one
+    keeps the hash aggregates."""
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _Job, _job_conf, manifest_lanes
+
+    run = SyntheticRun(tmp_path)
+    run.lane("orders", pid="p1", lane=0, acked=range(30)).deliver([*range(10), *range(12, 30)])
+    run.write()
+    lanes, topics = manifest_lanes(tmp_path)
+    with _job_conf(spark, _SMALL_CAPTURE_BYTES if large else 0):
+        job = _Job(spark, tmp_path, lanes, topics, examples=0, max_ranges=10, sorted_aggregates=large)
+        try:
+            firsts = job.firsts._jdf.queryExecution().executedPlan().toString()
+            holes = job._holes_query([0], job.firsts)
+            assert holes is not None
+            gaps = holes._jdf.queryExecution().executedPlan().toString()
+        finally:
+            job.release()
+    assert ("SortAggregate" in firsts, "HashAggregate" in firsts) == ((True, False) if large else (False, True))
+    # Between the cached scan and the lag window: a sort only when the cache is not sorted.
+    below_window = gaps[gaps.index("lag(seq"):gaps.index("InMemoryTableScan")]
+    assert ("Sort [" in below_window) == (not large)
+
+
 def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> None:
     """``_collect`` has every query wait for ``after`` (the cache's build, while the query
     is planned), runs them once it returned, and raises its error in the caller."""
