@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import DRIVER_JAVA_OPTIONS, _local_cores
+from .connect import CODEGEN_CACHE_ENTRIES, DRIVER_JAVA_OPTIONS, _local_cores
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -140,6 +140,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
             .config("spark.sql.catalogImplementation", "in-memory")
             .config("spark.dynamicAllocation.enabled", "false")
             .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
+            .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         )
         cores = _local_cores(master)
         if cores is not None:

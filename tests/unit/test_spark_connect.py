@@ -85,6 +85,7 @@ def test_the_server_runs_in_the_foreground_on_loopback_with_the_local_session_s_
     assert java_options[0].startswith("-Dlog4j2.configurationFile=file:")
     assert java_options[1:] == connect.DRIVER_JAVA_OPTIONS.split()
     assert "-XX:Tier4InvocationThreshold=50000" in java_options
+    assert confs["spark.sql.codegen.cache.maxEntries"] == str(connect.CODEGEN_CACHE_ENTRIES)
 
 
 def test_the_local_session_s_driver_gets_the_jit_settings(spark: SparkSession) -> None:
@@ -92,6 +93,7 @@ def test_the_local_session_s_driver_gets_the_jit_settings(spark: SparkSession) -
     assert options is not None and connect.DRIVER_JAVA_OPTIONS in options
     flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
     assert "-XX:Tier4CompileThreshold=150000" in list(flags)  # the JVM runs with them
+    assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(connect.CODEGEN_CACHE_ENTRIES)
 
 
 def test_a_spark_connect_url_nobody_answers_at_fails_at_once(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pytest_kafka_mirror.verify import (
     get_spark,
     verify_run,
 )
+from pytest_kafka_mirror.verify import job as job_module
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
 from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
@@ -519,6 +520,23 @@ def test_large_captures_aggregate_sorted_records_as_they_stream(spark: SparkSess
     # Between the cached scan and the lag window: a sort only when the cache is not sorted.
     below_window = gaps[gaps.index("lag(seq"):gaps.index("InMemoryTableScan")]
     assert ("Sort [" in below_window) == (not large)
+
+
+def test_a_second_verification_compiles_no_generated_code(spark: SparkSession, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """The code a large capture's job generates is the same from one verification to the
+    next, and the driver keeps it compiled: with Spark's default of 100 cached classes, each
+    verification compiled its hundred-odd classes again."""
+    monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)  # this small run as a large one
+    _build_zoo(tmp_path).write()
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    compilations = []
+    for _ in range(2):
+        before = metrics.METRIC_COMPILATION_TIME().getCount()
+        verify_run(tmp_path, spark=spark, write_report=False)
+        compilations.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
+    # (the first may find its classes compiled by an earlier test of this JVM already)
+    assert compilations[1] == 0, compilations
 
 
 def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> None:
