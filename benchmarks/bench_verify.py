@@ -7,12 +7,16 @@ duplicates, swapped neighbours (reordered), a failed range delivered anyway (pha
 bad checksums.  Each implementation runs in its own process, so its peak memory is its
 own; the numpy figures are checked against the Spark report (they must agree).
 
+Each Spark figure is timed in a JVM that verified a small run first (the JIT's warm-up),
+and large runs after a warm-up of the job's large-capture way too (code generation on: its
+generated classes are compiled once per JVM, and a small run does not generate them).
+
 Small runs are timed too: a 10k-record run verified in a warm session (JVM up, one
 verification done), against the plain-Python oracle on the same run: there the fixed cost
 of a Spark action, not the rows, is what counts.
 
     python -m benchmarks.bench_verify generate RUN_DIR RECORDS
-    python -m benchmarks.bench_verify spark RUN_DIR [WARMUP_DIR [SMALL_DIR]]
+    python -m benchmarks.bench_verify spark RUN_DIR [WARMUP_DIR [SMALL_DIR [LARGE_WARMUP_DIR]]]   (- for none)
     python -m benchmarks.bench_verify numpy RUN_DIR
     python -m benchmarks.bench_verify oracle RUN_DIR
 """
@@ -43,6 +47,9 @@ FAILED = (100, 109)  # lane 0 of the first topic: a failed range that arrives (p
 #: records of the small run timed warm, and how many times (the median counts)
 SMALL_RECORDS = 10_000
 SMALL_REPEATS = 5
+#: Records of the warm-up before a large run's figure: enough for the job to take the large
+#: captures' way (code generation on), whose generated classes a small run does not warm up.
+LARGE_WARMUP_RECORDS = 400_000
 COUNTED = ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom", "corrupted",
            "never_acked")
 
@@ -205,10 +212,13 @@ def numpy_verify(run_dir: Path) -> dict[str, Any]:
     return {"counts": {name: int(v) for name, v in counts.items()}, "latency": latency}
 
 
-def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None) -> dict[str, Any]:
-    """The Spark job on ``run_dir`` with ``spark`` (after a warm-up verification of
-    ``warm_dir``, if given, then timing the warm verification of ``small_dir``, if given):
-    seconds, counts, percentiles, the driver JVM's peak memory."""
+def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None,
+                  large_warm_dir: Path | None = None) -> dict[str, Any]:
+    """The Spark job on ``run_dir`` with ``spark``: after a warm-up verification of
+    ``warm_dir``, if given, then timing the warm verification of ``small_dir``, if given,
+    then a warm-up verification of ``large_warm_dir``, if given (a large capture's job
+    generates code, which a small one does not: see ``verify/job.py``).  Seconds, counts,
+    percentiles, the driver JVM's peak memory."""
     import statistics
 
     from pyspark import SparkContext
@@ -217,13 +227,18 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: P
 
     t1 = time.monotonic()
     if warm_dir is not None:
-        verify_run(warm_dir, spark=spark, write_report=False)  # JIT and code generation warm-up
+        verify_run(warm_dir, spark=spark, write_report=False)  # JIT warm-up
     warm = time.monotonic() - t1
     small: list[float] = []
     for _ in range(SMALL_REPEATS if small_dir is not None else 0):
         t = time.monotonic()
         verify_run(small_dir, spark=spark, write_report=False)  # type: ignore[arg-type]
         small.append(time.monotonic() - t)
+    large_warm = None
+    if large_warm_dir is not None:
+        t = time.monotonic()
+        verify_run(large_warm_dir, spark=spark, write_report=False)  # JIT and code generation warm-up
+        large_warm = time.monotonic() - t
     t2 = time.monotonic()
     report = verify_run(run_dir, spark=spark, write_report=False)
     seconds = time.monotonic() - t2
@@ -231,7 +246,7 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: P
     proc = getattr(gateway, "proc", None)
     lat = report.latency
     return {
-        "seconds": seconds, "warmup_seconds": warm,
+        "seconds": seconds, "warmup_seconds": warm, "large_warmup_seconds": large_warm,
         "small_seconds": statistics.median(small) if small else None, "small_runs": small,
         "jvm_peak_mb": peak_rss_mb(proc.pid) if proc is not None else None,
         "python_peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
@@ -241,14 +256,15 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: P
     }
 
 
-def _spark_main(run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None) -> dict[str, Any]:
+def _spark_main(run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None,
+                large_warm_dir: Path | None = None) -> dict[str, Any]:
     from pytest_kafka_mirror.verify import get_spark, stop_spark
 
     t0 = time.monotonic()
     spark = get_spark("local[2]")
     session = time.monotonic() - t0
     try:
-        return {**spark_figures(spark, run_dir, warm_dir, small_dir), "session_seconds": session}
+        return {**spark_figures(spark, run_dir, warm_dir, small_dir, large_warm_dir), "session_seconds": session}
     finally:
         stop_spark()
 
@@ -300,6 +316,7 @@ def figures(records: int, rows: int, lanes: int, spark: dict[str, Any], ref: dic
     same = agree(spark, ref)
     label = f"{records // 1_000_000}M" if records >= 1_000_000 else f"{records // 1000}k"
     params = {"rows": rows, "lanes": lanes, "master": "local[2]", "agree": same,
+              "large_warmup_seconds": spark.get("large_warmup_seconds"),
               "session_seconds": round(spark.get("session_seconds", 0.0), 2), "counts": spark["counts"]}
     jvm = spark["jvm_peak_mb"] or 0.0
     return [
@@ -313,6 +330,22 @@ def figures(records: int, rows: int, lanes: int, spark: dict[str, Any], ref: dic
     ]
 
 
+def _large(run_dir: Path) -> bool:
+    """Whether the job verifies ``run_dir`` as a large capture (code generation on)."""
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _capture_bytes
+
+    return _capture_bytes(run_dir) >= _SMALL_CAPTURE_BYTES
+
+
+def _large_warmup(work: Path) -> Path:
+    """A run the job verifies as a large capture, for the warm-up of large runs."""
+    run_dir = work / "verify-warmup-large"
+    generate(run_dir, LARGE_WARMUP_RECORDS, seed=2)
+    if not _large(run_dir):
+        raise RuntimeError(f"the large warm-up run {run_dir} is verified as a small capture: raise LARGE_WARMUP_RECORDS")
+    return run_dir
+
+
 def run(mode: Section, work: Path, log: Any) -> list[Figure]:
     out: list[Figure] = []
     # A small verification first in the same JVM: the figure is the job's, not the JIT's.
@@ -320,18 +353,24 @@ def run(mode: Section, work: Path, log: Any) -> list[Figure]:
     generate(warm, 20_000, seed=1)
     small = work / "verify-small"
     small_rows = generate(small, SMALL_RECORDS, seed=3)["rows"]
+    large_warm: Path | None = None
     for i, records in enumerate(mode.verify_records):
         run_dir = work / f"verify-{records}"
         t0 = time.monotonic()
         shape = _child("generate", str(run_dir), str(records))
         generated = time.monotonic() - t0
-        spark = _child("spark", str(run_dir), str(warm), *([str(small)] if i == 0 else []))
+        if large_warm is None and _large(run_dir):
+            large_warm = _large_warmup(work)
+        spark = _child("spark", str(run_dir), str(warm), str(small) if i == 0 else "-",
+                       str(large_warm) if _large(run_dir) else "-")
         ref = _child("numpy", str(run_dir))
         rows = shape["rows"]
+        warmed = (f"; after warming up the large-capture job on {LARGE_WARMUP_RECORDS:,} records in "
+                  f"{spark['large_warmup_seconds']:.1f} s" if spark.get("large_warmup_seconds") is not None else "")
         log(f"verify {rows:,} rows (generated in {generated:.1f} s): Spark {rows / spark['seconds']:,.0f} rows/s "
-            f"({spark['seconds']:.1f} s, JVM peak {spark['jvm_peak_mb']:.0f} MB), numpy {rows / ref['seconds']:,.0f} "
-            f"rows/s ({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB), Spark {spark['seconds'] / ref['seconds']:.1f}x "
-            f"numpy's time; reports agree: {agree(spark, ref)}")
+            f"({spark['seconds']:.1f} s, JVM peak {spark['jvm_peak_mb']:.0f} MB{warmed}), numpy "
+            f"{rows / ref['seconds']:,.0f} rows/s ({ref['seconds']:.1f} s, peak {ref['peak_mb']:.0f} MB), Spark "
+            f"{spark['seconds'] / ref['seconds']:.1f}x numpy's time; reports agree: {agree(spark, ref)}")
         if not agree(spark, ref):
             log(f"  DISAGREEMENT: spark {spark['counts']} {spark['latency']}\n  numpy {ref['counts']} {ref['latency']}")
         out += figures(records, rows, shape["lanes"], spark, ref)
@@ -349,7 +388,7 @@ if __name__ == "__main__":
     if cmd == "generate":
         out = generate(Path(rest[0]), int(rest[1]))
     elif cmd == "spark":
-        out = _spark_main(Path(rest[0]), Path(rest[1]) if len(rest) > 1 else None, Path(rest[2]) if len(rest) > 2 else None)
+        out = _spark_main(*(Path(arg) if arg != "-" else None for arg in rest))  # type: ignore[arg-type]
     elif cmd == "numpy":
         out = _numpy_main(Path(rest[0]))
     elif cmd == "oracle":

@@ -64,3 +64,14 @@ def test_the_verify_section_s_spark_and_numpy_runs_agree(tmp_path: Path, spark: 
     rate, memory = figures(20_000, shape["rows"], shape["lanes"], got, ref)
     assert (rate.key, memory.key) == ("verify.rate[20k]", "verify.peak_memory[20k]")
     assert rate.params["agree"] is True and rate.ratio is not None and memory.ratio is not None
+
+
+def test_large_runs_are_timed_after_a_warm_up_of_the_large_capture_job(tmp_path: Path) -> None:
+    """The large runs' warm-up takes the job's large-capture way (code generation), which the
+    small warm-up does not; the benchmark's own runs are classified the same way."""
+    from benchmarks.bench_verify import _large, _large_warmup
+
+    warm = _large_warmup(tmp_path)
+    assert _large(warm)
+    generate(tmp_path / "small", 20_000, seed=1)
+    assert not _large(tmp_path / "small")
