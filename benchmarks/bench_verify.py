@@ -225,20 +225,14 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: P
 
     from pytest_kafka_mirror.verify import verify_run
 
-    t1 = time.monotonic()
-    if warm_dir is not None:
-        verify_run(warm_dir, spark=spark, write_report=False)  # JIT warm-up
-    warm = time.monotonic() - t1
-    small: list[float] = []
-    for _ in range(SMALL_REPEATS if small_dir is not None else 0):
+    def timed(run: Path) -> float:
         t = time.monotonic()
-        verify_run(small_dir, spark=spark, write_report=False)  # type: ignore[arg-type]
-        small.append(time.monotonic() - t)
-    large_warm = None
-    if large_warm_dir is not None:
-        t = time.monotonic()
-        verify_run(large_warm_dir, spark=spark, write_report=False)  # JIT and code generation warm-up
-        large_warm = time.monotonic() - t
+        verify_run(run, spark=spark, write_report=False)
+        return time.monotonic() - t
+
+    warm = timed(warm_dir) if warm_dir is not None else 0.0  # the JIT's warm-up
+    small = [timed(small_dir) for _ in range(SMALL_REPEATS)] if small_dir is not None else []
+    large_warm = timed(large_warm_dir) if large_warm_dir is not None else None  # and code generation's
     t2 = time.monotonic()
     report = verify_run(run_dir, spark=spark, write_report=False)
     seconds = time.monotonic() - t2
