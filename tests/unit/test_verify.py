@@ -508,9 +508,9 @@ def test_large_captures_aggregate_sorted_records_as_they_stream(spark: SparkSess
     run.write()
     lanes, topics = manifest_lanes(tmp_path)
     with _job_conf(spark, _SMALL_CAPTURE_BYTES if large else 0):
-        job = _Job(spark, tmp_path, lanes, topics, examples=0, max_ranges=10, sorted_aggregates=large)
+        job = _Job(spark, tmp_path, lanes, topics, examples=0, max_ranges=10, large=large)
         try:
-            firsts = job.firsts._jdf.queryExecution().executedPlan().toString()
+            firsts = job._firsts()._jdf.queryExecution().executedPlan().toString()
             holes = job._holes_query([0], job.firsts)
             assert holes is not None
             gaps = holes._jdf.queryExecution().executedPlan().toString()
@@ -518,7 +518,9 @@ def test_large_captures_aggregate_sorted_records_as_they_stream(spark: SparkSess
             job.release()
     assert ("SortAggregate" in firsts, "HashAggregate" in firsts) == ((True, False) if large else (False, True))
     # Between the cached scan and the lag window: a sort only when the cache is not sorted.
-    below_window = gaps[gaps.index("lag(seq"):gaps.index("InMemoryTableScan")]
+    # A small capture's first copies are a local checkpoint, a large one's a columnar cache.
+    stored = "InMemoryTableScan" if large else "Scan ExistingRDD"
+    below_window = gaps[gaps.index("lag(seq"):gaps.index(stored)]
     assert ("Sort [" in below_window) == (not large)
 
 
@@ -537,6 +539,20 @@ def test_a_second_verification_compiles_no_generated_code(spark: SparkSession, t
         compilations.append(metrics.METRIC_COMPILATION_TIME().getCount() - before)
     # (the first may find its classes compiled by an earlier test of this JVM already)
     assert compilations[1] == 0, compilations
+
+
+@pytest.mark.parametrize("large", [False, True], ids=["checkpoint", "cache"])
+def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              large: bool) -> None:
+    """The first copies, a local checkpoint (small captures) or an in-memory cache (large
+    ones), are dropped when the verification ends."""
+    if large:
+        monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)
+    _build_zoo(tmp_path).write()
+    stored = spark.sparkContext._jsc.getPersistentRDDs
+    before = stored().size()
+    verify_run(tmp_path, spark=spark, write_report=False)
+    assert stored().size() == before
 
 
 def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> None:
@@ -588,7 +604,7 @@ def test_a_job_released_before_its_cache_was_built_cancels_the_build(spark: Spar
     from pytest_kafka_mirror.verify.job import _Background, _Job
 
     job = _Job.__new__(_Job)
-    job.spark, job.union = spark, None
+    job.spark, job.union, job.checkpoint = spark, None, False
     job.firsts = spark.range(10**13).selectExpr("max(id % 1000) AS m")  # runs for many minutes
     job.cached = _Background(lambda: job.firsts.collect(), "test-cache")
     time.sleep(1.0)  # the job is running
