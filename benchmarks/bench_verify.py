@@ -353,10 +353,11 @@ def run(mode: Section, work: Path, log: Any) -> list[Figure]:
         t0 = time.monotonic()
         shape = _child("generate", str(run_dir), str(records))
         generated = time.monotonic() - t0
-        if large_warm is None and _large(run_dir):
+        large = _large(run_dir)
+        if large and large_warm is None:
             large_warm = _large_warmup(work)
         spark = _child("spark", str(run_dir), str(warm), str(small) if i == 0 else "-",
-                       str(large_warm) if _large(run_dir) else "-")
+                       str(large_warm) if large else "-")
         ref = _child("numpy", str(run_dir))
         rows = shape["rows"]
         warmed = (f"; after warming up the large-capture job on {LARGE_WARMUP_RECORDS:,} records in "

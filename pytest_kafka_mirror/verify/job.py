@@ -246,9 +246,6 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
         master = ""
     if master.startswith("local"):
         wanted["spark.sql.adaptive.enabled"] = "false"
-    if size >= _SMALL_CAPTURE_BYTES:
-        # See _Job._firsts: its aggregates read records sorted by their keys.
-        wanted["spark.sql.execution.replaceHashWithSortAgg"] = "true"
     if size < _PLAIN_CACHE_BYTES:
         wanted["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
     if size < _SMALL_CAPTURE_BYTES:
@@ -260,6 +257,9 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
         if master.startswith("local"):
             # A dozen small aggregates run at once: one task each keeps both cores busy.
             wanted["spark.sql.shuffle.partitions"] = "1"
+    else:
+        # See _Job._firsts: its aggregates read records sorted by their keys.
+        wanted["spark.sql.execution.replaceHashWithSortAgg"] = "true"
     before = {key: spark.conf.get(key, None) for key in wanted}
     for key, value in wanted.items():
         spark.conf.set(key, value)
@@ -573,12 +573,11 @@ class _Job:
         ids = _local_frame(self.spark, [(rid,) for rid in holed], "range_id bigint")
         # A range is in one lane: the window runs over lanes ordered by seq, which is how a
         # large capture's ``firsts`` is partitioned and sorted (no shuffle, no sort then).
-        within = [c for c in _KEY if c in frame.columns] or ["range_id"]
-        columns = dict.fromkeys([*within, "range_id", "seq"])
-        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*columns)
+        lane = [c for c in _KEY if c in frame.columns]
+        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*lane, "range_id", "seq")
         # ``frame`` holds each seq once: a gap follows every seq more than one above the one
         # before it in its range.  SQL text: each Column call is a py4j round trip of the driver's.
-        over = f"OVER (PARTITION BY {', '.join(within)} ORDER BY seq)"
+        over = f"OVER (PARTITION BY {', '.join(lane or ['range_id'])} ORDER BY seq)"
         gaps = rows.selectExpr(
             "range_id", f"lag(seq) {over} + 1 AS a", "seq - 1 AS b", f"lag(range_id) {over} AS before",
         ).filter("a <= b AND before = range_id")
