@@ -30,9 +30,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_kafka_mirror.verify.report import LatencyStats
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import DataFrame
 
-__all__ = ["PERCENTILES", "LatencyPlan", "latency_stats", "nearest_rank"]
+    from pytest_kafka_mirror.verify._sql import Queries
+
+__all__ = ["PERCENTILES", "LatencyPlan", "nearest_rank"]
 
 #: Quantiles reported, and the LatencyStats fields they fill.
 PERCENTILES: tuple[tuple[float, str], ...] = ((0.5, "p50_ms"), (0.9, "p90_ms"), (0.99, "p99_ms"), (0.999, "p999_ms"))
@@ -52,30 +54,22 @@ def _double(value: float) -> str:
     return f"{float(value)!r}D"
 
 
-def _fine_bucket(lat_us: str, ratio: float = _RATIO) -> Column:
-    """Monotone bucket of a latency in µs (column ``lat_us``): log-ratio buckets, mirrored
-    for negatives (clock skew).
-
-    Built as SQL text, one call to the JVM: as a chain of Column calls it cost the driver
-    some 300 py4j round trips per verification.
-    """
-    from pyspark.sql import functions as F
-
+def fine_bucket(lat_us: str, ratio: float = _RATIO) -> str:
+    """Monotone bucket of a latency in µs (column ``lat_us``), as SQL: log-ratio buckets,
+    mirrored for negatives (clock skew)."""
     step = _double(math.log(ratio))
-    return F.expr(
+    return (
         f"CAST(CASE WHEN `{lat_us}` > 0 THEN FLOOR(LN(CAST(`{lat_us}` AS DOUBLE)) / {step}) "
         f"WHEN `{lat_us}` = 0 THEN -1 "
         f"ELSE -2 - FLOOR(LN(CAST(-(`{lat_us}`) AS DOUBLE)) / {step}) END AS BIGINT)"
     )
 
 
-def _hist_bucket(lat_us: str, bounds_ms: Sequence[float]) -> Column:
+def _hist_bucket(lat_us: str, bounds_ms: Sequence[float]) -> str:
     """Index of the first bound (ms, inclusive) the latency (µs, column ``lat_us``) is
-    under; len(bounds) above all.  SQL text, like :func:`_fine_bucket`."""
-    from pyspark.sql import functions as F
-
+    under, as SQL; len(bounds) above all."""
     cases = " ".join(f"WHEN `{lat_us}` <= {_double(bound * 1000.0)} THEN {i}" for i, bound in enumerate(bounds_ms))
-    return F.expr(f"CASE {cases} ELSE {len(bounds_ms)} END" if cases else str(len(bounds_ms)))
+    return f"CASE {cases} ELSE {len(bounds_ms)} END" if cases else str(len(bounds_ms))
 
 
 @dataclass
@@ -115,22 +109,16 @@ class _Scope:
         raise ValueError(f"rank {rank} beyond {cum} values")  # unreachable for 1 <= rank <= count
 
 
-def latency_stats(frame: DataFrame, bounds_ms: Sequence[float]) -> tuple[LatencyStats, dict[str, LatencyStats]]:
-    """Overall and per-topic latency of ``frame`` (columns ``topic``, ``lat_us`` non-null),
-    in one or two collects of its own (the verification job batches them with other queries
-    through :class:`LatencyPlan`)."""
-    plan = LatencyPlan(frame, bounds_ms)
-    values = plan.values_query([row.asDict() for row in plan.buckets_query().collect()])
-    return plan.finish([row.asDict() for row in values.collect()] if values is not None else [])
-
-
 class LatencyPlan:
-    """The two aggregations of :func:`latency_stats` as queries the caller runs (and may run
-    together with other queries in one Spark action), and the figures from their rows."""
+    """The latency figures of ``latencies`` (SQL text of a relation over ``frames``, columns
+    ``topic``, ``lat_us`` non-null): its two aggregations as queries the caller runs
+    (together with its other queries), and the figures from their rows."""
 
-    def __init__(self, frame: DataFrame, bounds_ms: Sequence[float]) -> None:
-        self.binned = frame.select("topic", "lat_us", _fine_bucket("lat_us").alias("fb"),
-                                   _hist_bucket("lat_us", bounds_ms).alias("hb"))
+    def __init__(self, query: Queries, latencies: str, bounds_ms: Sequence[float], **frames: DataFrame) -> None:
+        self.query = query
+        self.frames = frames
+        self.binned = (f"(SELECT topic, lat_us, {fine_bucket('lat_us')} AS fb, "
+                       f"{_hist_bucket('lat_us', bounds_ms)} AS hb FROM {latencies})")
         width = len(bounds_ms) + 1
         self.overall = _Scope(histogram=[0] * width)
         self.topics: dict[str, _Scope] = defaultdict(lambda: _Scope(histogram=[0] * width))
@@ -138,18 +126,12 @@ class LatencyPlan:
 
     def buckets_query(self) -> DataFrame:
         """Counts per (topic, fine bucket, histogram bucket)."""
-        from pyspark.sql import functions as F
-
-        lat = F.col("lat_us")
-        return self.binned.groupBy("topic", "fb", "hb").agg(
-            F.count(F.lit(1)).alias("n"), F.min(lat).alias("lo"), F.max(lat).alias("hi"), F.sum(lat).alias("total")
-        )
+        return self.query("SELECT topic, fb, hb, count(1) AS n, min(lat_us) AS lo, max(lat_us) AS hi, "
+                          f"sum(lat_us) AS total FROM {self.binned} GROUP BY topic, fb, hb", **self.frames)
 
     def values_query(self, rows: Sequence[Mapping[str, Any]]) -> DataFrame | None:
         """Take the rows of :meth:`buckets_query`; return the query of the distinct values of
         the buckets some percentile falls inside, or None when the buckets answer alone."""
-        from pyspark.sql import functions as F
-
         for row in rows:
             counted = (row["fb"], row["hb"], row["n"], row["lo"], row["hi"], row["total"])
             self.topics[row["topic"]].add(*counted)
@@ -162,7 +144,8 @@ class LatencyPlan:
         wanted = sorted({at[0] for at in self.found.values() if at[1] is not None})
         if not wanted:
             return None
-        return self.binned.filter(F.col("fb").isin(wanted)).groupBy("topic", "fb", "lat_us").count()
+        return self.query(f"SELECT topic, fb, lat_us, count(1) AS count FROM {self.binned} "
+                          f"WHERE fb IN ({', '.join(map(str, wanted))}) GROUP BY topic, fb, lat_us", **self.frames)
 
     def _scopes(self) -> dict[str | None, _Scope]:
         scopes: dict[str | None, _Scope] = {None: self.overall}

@@ -35,14 +35,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_kafka_mirror.rundir import Manifest, load_manifests
-from pytest_kafka_mirror.verify._latency import _fine_bucket
+from pytest_kafka_mirror.verify._latency import fine_bucket
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
+    from pytest_kafka_mirror.verify._sql import Queries
     from pytest_kafka_mirror.verify.report import MirrorReport
 
-__all__ = ["TIMELINE_RATIO", "add_timeline", "apply_timeline", "producer_figures", "timeline_queries"]
+__all__ = ["TIMELINE_RATIO", "apply_timeline", "producer_figures", "timeline_query"]
 
 #: Bucket ratio of the per-second percentiles: their figures are at most this much above exact.
 TIMELINE_RATIO = 1.01
@@ -53,32 +54,11 @@ _QUANTILES = (("p50_ms", 50), ("p99_ms", 99))
 MAX_FILLED_SECONDS = 86_400
 
 
-def add_timeline(report: MirrorReport, firsts: DataFrame, run_dir: Path) -> None:
-    """Set ``report.timeline``, ``report.producers`` and ``report.topic_firsts``.
-
-    ``firsts`` is the verification job's cached frame of distinct received records
-    (``acked`` false for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
-    The job itself runs :func:`timeline_queries` together with its other queries and
-    passes their rows to :func:`apply_timeline`; this runs them on their own.
-    """
-    rows = {name: [row.asDict() for row in query.collect()] for name, query in timeline_queries(firsts).items()}
-    apply_timeline(report, rows, run_dir)
-
-
-def timeline_queries(firsts: DataFrame, *, topic_firsts: bool = True) -> dict[str, DataFrame]:
-    """The queries whose rows :func:`apply_timeline` takes, by name (small results).
-
-    ``topic_firsts=False`` leaves out the query of ``rows["topic_firsts"]``, for a caller
-    that has those rows from an aggregate of its own (the job's per range aggregate).
-    """
-    queries = {"timeline": _timeline_query(firsts)}
-    if topic_firsts:
-        queries["topic_firsts"] = _topic_firsts_query(firsts)
-    return queries
-
-
 def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str, Any]]], run_dir: Path) -> None:
-    """Set the report's timeline figures from the rows of :func:`timeline_queries`."""
+    """Set the report's timeline figures from ``rows["timeline"]`` (of :func:`timeline_query`)
+    and ``rows["topic_firsts"]`` (per source topic, when its first acknowledged record was
+    produced and when the first one arrived, UTC epoch microseconds: the new-topic
+    discovery time is their gap)."""
     manifests = load_manifests(run_dir)
     report.producers = producer_figures(manifests)
     report.timeline = _timeline(rows["timeline"], manifests)
@@ -86,18 +66,6 @@ def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str
         r["topic"]: {"first_produce_us": r["first_produce_us"], "first_arrival_us": r["first_arrival_us"]}
         for r in rows["topic_firsts"]
     }
-
-
-def _topic_firsts_query(firsts: DataFrame) -> DataFrame:
-    """Per source topic: when its first acknowledged record was produced and when the first
-    one arrived (UTC epoch microseconds) — the new-topic discovery time is their gap."""
-    from pyspark.sql import functions as F
-
-    return (
-        firsts.filter(F.col("acked"))
-        .groupBy("topic")
-        .agg(F.min("produce_ts_us").alias("first_produce_us"), F.min("arrival_ts_us").alias("first_arrival_us"))
-    )
 
 
 def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
@@ -125,28 +93,34 @@ def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:
     return out
 
 
-def _timeline_query(firsts: DataFrame) -> DataFrame:
-    """Per produce second the buckets holding its percentile ranks; per arrival second its count."""
-    from pyspark.sql import functions as F
+def timeline_query(query: Queries, firsts: DataFrame) -> DataFrame:
+    """The rows ``rows["timeline"]`` of :func:`apply_timeline`: per produce second the
+    buckets holding its percentile ranks; per arrival second its count.
 
-    # SQL text: each Column call is a py4j round trip of the driver's.
-    acked = firsts.filter("acked AND arrival_ts_us IS NOT NULL AND produce_ts_us IS NOT NULL")
-    per_bucket = (
-        acked.selectExpr("produce_ts_us div 1000000 AS t", "arrival_ts_us - produce_ts_us AS lat")
-        .withColumn("b", _fine_bucket("lat", TIMELINE_RATIO))
-        .groupBy("t", "b")
-        .agg(F.expr("count(1) AS n"), F.expr("min(lat) AS lo"), F.expr("max(lat) AS hi"))
-    )
-    ranked = per_bucket.selectExpr(
-        "*", "sum(n) OVER (PARTITION BY t ORDER BY b ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum",
-        "sum(n) OVER (PARTITION BY t) AS total")
+    ``firsts`` is the verification job's frame of distinct received records (``acked``
+    false for records nobody acknowledged, ``produce_ts_us``, ``arrival_ts_us``).
+    """
     # ceil(total * pct / 100) in integers: floating point would misplace exact ranks.
-    ranked = ranked.selectExpr("*", *(f"(total * {pct} + 99) div 100 AS {name}" for name, pct in _QUANTILES))
+    ranks = ", ".join(f"(total * {pct} + 99) div 100 AS {name}" for name, pct in _QUANTILES)
     holds = " OR ".join(f"(cum - n < {name} AND cum >= {name})" for name, _ in _QUANTILES)
-    picked = ranked.filter(holds).selectExpr("*", "'produced' AS kind")
-    arrivals = acked.groupBy(F.expr("arrival_ts_us div 1000000 AS t")).agg(F.expr("count(1) AS total")).selectExpr(
-        "*", "'arrived' AS kind")
-    return picked.unionByName(arrivals, allowMissingColumns=True)
+    none = ", ".join(f"NULL AS {name}" for name, _ in _QUANTILES)
+    acked = "(SELECT * FROM {firsts} WHERE acked AND arrival_ts_us IS NOT NULL AND produce_ts_us IS NOT NULL)"
+    return query(f"""
+        SELECT *, 'produced' AS kind FROM (
+            SELECT *, {ranks} FROM (
+                SELECT *, sum(n) OVER (PARTITION BY t ORDER BY b
+                                       ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS cum,
+                       sum(n) OVER (PARTITION BY t) AS total
+                FROM (
+                    SELECT t, b, count(1) AS n, min(lat) AS lo, max(lat) AS hi FROM (
+                        SELECT t, lat, {fine_bucket("lat", TIMELINE_RATIO)} AS b FROM (
+                            SELECT produce_ts_us div 1000000 AS t, arrival_ts_us - produce_ts_us AS lat FROM {acked}))
+                    GROUP BY t, b)))
+        WHERE {holds}
+        UNION ALL
+        SELECT arrival_ts_us div 1000000 AS t, NULL AS b, NULL AS n, NULL AS lo, NULL AS hi, NULL AS cum,
+               count(1) AS total, {none}, 'arrived' AS kind
+        FROM {acked} GROUP BY arrival_ts_us div 1000000""", firsts=firsts)
 
 
 def _timeline(rows: Sequence[Mapping[str, Any]], manifests: Sequence[Manifest]) -> list[dict[str, Any]]:

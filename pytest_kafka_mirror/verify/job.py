@@ -2,7 +2,7 @@
 
 Runs are large (10M+ records), so everything row-level stays in Spark and only aggregates
 and a bounded number of example rows reach the driver.  The job is shaped to need few
-Spark actions and few shuffles:
+Spark actions and few shuffles, and each query is one SQL text (``_sql.Queries``):
 
 1. ``firsts``: one row per distinct (topic, producer, lane, seq) received: copy count,
    corrupt copies, first arrival, whether its first copy arrived behind a higher seq of
@@ -23,9 +23,9 @@ Spark actions and few shuffles:
 5. Record kinds (headerless, foreign): a scan of one column of the capture.
 6. Examples, only for anomalies that occurred: the first ``examples`` rows per anomaly,
    which Spark runs as top-Ks without sorting everything (one scan of the cache for the
-   anomalies of distinct records, one of the capture per record kind).  Each names a target partition and
-   offset: of the record itself, or for missing records of the highest sequence of their
-   lane that arrived.
+   anomalies of distinct records, one of the capture for both record kinds).  Each names
+   a target partition and offset: of the record itself, or for missing records of the
+   highest sequence of their lane that arrived.
 7. Three-log reconciliation, only when the run captured the source topics too
    (``RUN_DIR/source``): step 2 again over the union of target and source seqs, whose
    holes are the acknowledged records the source log lacks as well.  One shuffle of the
@@ -62,7 +62,8 @@ from pytest_kafka_mirror.rundir import (
     load_discovery,
     load_manifests,
 )
-from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_queries
+from pytest_kafka_mirror.verify._sql import Queries
+from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
 from pytest_kafka_mirror.verify.report import LaneStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
@@ -72,11 +73,15 @@ __all__ = ["DEFAULT_BOUNDS", "LaneMeta", "manifest_lanes", "phantom_reason", "re
 
 
 _KEY = ("topic", "producer_id", "lane")
+_KEY_SQL = ", ".join(_KEY)
 #: Seq buckets of the range join: 2**16 seqs, so a 10M-record range is ~150 table rows.
 _BUCKET_BITS = 16
 #: Copies listed per duplicated example.
 _MAX_COPIES_SHOWN = 5
 _IDENTIFIED_KINDS = ("headers", "body")
+#: Records of ours with their metadata intact (producer, lane and seq known), as SQL.
+_IDENTIFIED = (f"kind IN ({', '.join(repr(kind) for kind in _IDENTIFIED_KINDS)}) AND producer_id IS NOT NULL "
+               "AND lane IS NOT NULL AND seq IS NOT NULL")
 _SPARK_TYPES = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
 #: Report totals that are sums over lanes.
 _LANE_TOTALS = ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
@@ -309,21 +314,24 @@ class _Job:
             "acked boolean",
         )
 
-        cols = ["topic", "target_topic", "partition", "offset", "kind", "producer_id", "lane", "seq",
-                "produce_ts_us", "arrival_ts_us", "checksum_ok", "evidence"]
-        # The capture itself is not cached: a clean run scans it twice (records, kinds),
-        # each time reading only the columns needed, which is cheaper than caching every
-        # column of a 10M-row run in driver memory.
-        self.cap = _read_capture(spark, run / CAPTURE_DIR).select(*cols)
-        self.ident = _identified(self.cap)
-        # A small capture's first copies are a local checkpoint in a classic session: every
-        # later query then plans a scan of stored rows, not the whole job below it again (a
-        # warm 10k-record run, the median of five: 1.91 s against 2.07 s, the mean of seven
-        # process pairs alternating).  A large one's stay an in-memory columnar cache,
-        # compressed and spilling less; so do a Spark Connect server's, whose checkpoints
-        # are dropped only when the client's frame is garbage collected.
+        cols = ("topic, target_topic, `partition`, `offset`, kind, producer_id, lane, seq, produce_ts_us, "
+                "arrival_ts_us, checksum_ok, evidence")
+        self.query = Queries(spark)
+        cap = self.query(f"SELECT {cols} FROM {{capture}}", capture=_read_capture(spark, run / CAPTURE_DIR))
+        # In a classic session a small capture's columns and first copies are local
+        # checkpoints, stored by the first action that reads them.  The queries after it
+        # then scan stored rows: they neither open every segment file again (the Parquet
+        # reader copies the Hadoop configuration for each file) nor plan the whole job below
+        # ``firsts`` again.  Warm 10k-record runs, the median of five: 2.07 -> 1.91 s for the
+        # first copies (the mean of seven process pairs alternating), then 1.97 -> 1.73 s for
+        # the capture (three pairs).  A large capture is scanned by each query that reads it
+        # instead (records, kinds, examples; each only the columns it needs), and its first
+        # copies are an in-memory columnar cache, compressed and spilling less.  So are a
+        # Spark Connect server's, which drops a checkpoint only when the client's frame is
+        # garbage collected.
+        self.checkpoint = not large and hasattr(cap, "_jdf")
+        self.cap = cap.localCheckpoint(eager=False) if self.checkpoint else cap
         firsts = self._firsts()
-        self.checkpoint = not large and hasattr(firsts, "_jdf")
         self.firsts = firsts.localCheckpoint(eager=False) if self.checkpoint else firsts.persist()
         # Built by an action of its own: when the first query that reads the cache builds
         # it, the other queries of that action wait for its blocks while holding task slots.
@@ -332,14 +340,16 @@ class _Job:
         self.split_rows: list[dict[str, Any]] = []
         self.union: DataFrame | None = None
 
-    def _in_ranges(self, frame: DataFrame, how: str) -> DataFrame:
-        """``frame`` (lane key + seq) joined with the range containing each seq (broadcast)."""
-        from pyspark.sql import functions as F
-
-        on = F.expr(f"topic = r_topic AND producer_id = r_producer AND lane = r_lane "
-                    f"AND shiftright(seq, {_BUCKET_BITS}) = r_bucket AND seq BETWEEN r_a AND r_b")
-        return frame.join(F.broadcast(self.ranges_df), on, how).drop(
-            "r_topic", "r_producer", "r_lane", "r_bucket", "r_a", "r_b")
+    def _in_ranges(self, relation: DataFrame | str, how: str, acked: str = "r.acked",
+                   **frames: DataFrame) -> DataFrame:
+        """``relation`` (lane key + seq: a frame, or SQL text over ``frames``) joined with the
+        range containing each seq (broadcast): its columns, ``range_id`` and ``acked`` (the
+        SQL expression ``acked`` of ``r``)."""
+        return self.query(f"""
+            SELECT /*+ BROADCAST(r) */ f.*, r.range_id, {acked} AS acked FROM {{relation}} f {how} JOIN {{ranges}} r
+            ON f.topic = r.r_topic AND f.producer_id = r.r_producer AND f.lane = r.r_lane
+               AND shiftright(f.seq, {_BUCKET_BITS}) = r.r_bucket AND f.seq BETWEEN r.r_a AND r.r_b""",
+                          relation=relation, ranges=self.ranges_df, **frames)
 
     def _firsts(self) -> DataFrame:
         """One row per distinct received record, with everything the figures need.
@@ -358,33 +368,31 @@ class _Job:
         aggregates, a tenth of a second faster there.  Only primitive aggregates: a struct
         min would turn a hash aggregate into a sort aggregate.
         """
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
-        part = [*_KEY, "partition"]
+        key = _KEY_SQL
+        late = "coalesce(seq < after_seq, false)"
         # Reordered: the first copy of a seq arrived after a higher seq of its lane, in the
         # same target partition (order across partitions is not defined in Kafka).
-        earlier = Window.partitionBy(*part).orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
-        records = self.ident.repartition(*_KEY).withColumn("after_seq", F.max("seq").over(earlier))
-        if self.large:
-            records = records.sortWithinPartitions(*_KEY, "seq", "partition", "offset")
-        late = "coalesce(seq < after_seq, false)"
-        # Expressions as SQL text: each Column call is a py4j round trip of the driver's.
-        per_partition = records.groupBy(*_KEY, "seq", "partition").agg(*_sql(
-            "min(`offset`) AS `offset`", "count(1) AS n", "count(CASE WHEN checksum_ok = false THEN 1 END) AS bad",
-            "min(arrival_ts_us) AS arrival_ts_us", "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us",
-            f"bool_and({late}) AS late", "min_by(after_seq, `offset`) AS after_seq",
-        ))
-        firsts = per_partition.groupBy(*_KEY, "seq").agg(*_sql(
-            "sum(n) AS n", "sum(bad) AS bad", "min(arrival_ts_us) AS arrival_ts_us",
-            "min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us", "count(CASE WHEN late THEN 1 END) AS reordered",
-            "min(`partition`) AS pmin", "max(`partition`) AS pmax",
-            # Where the reordering was seen, for the examples.
-            "min(CASE WHEN late THEN `partition` END) AS r_partition",
-            "min_by(CASE WHEN late THEN `offset` END, CASE WHEN late THEN `partition` END) AS r_offset",
-            "min_by(CASE WHEN late THEN after_seq END, CASE WHEN late THEN `partition` END) AS after_seq",
-        ))
-        return self._in_ranges(firsts, "left").withColumn("acked", F.expr("coalesce(acked, false)"))
+        records = f"""
+            SELECT *, max(seq) OVER (PARTITION BY {key}, `partition` ORDER BY `offset`
+                                     ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS after_seq
+            FROM (SELECT * FROM {{cap}} WHERE {_IDENTIFIED} DISTRIBUTE BY {key})
+            {f"SORT BY {key}, seq, `partition`, `offset`" if self.large else ""}"""
+        per_partition = f"""
+            SELECT {key}, seq, `partition`, min(`offset`) AS `offset`, count(1) AS n,
+                   count(CASE WHEN checksum_ok = false THEN 1 END) AS bad, min(arrival_ts_us) AS arrival_ts_us,
+                   min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us, bool_and({late}) AS late,
+                   min_by(after_seq, `offset`) AS after_seq
+            FROM ({records}) GROUP BY {key}, seq, `partition`"""
+        firsts = f"""(
+            SELECT {key}, seq, sum(n) AS n, sum(bad) AS bad, min(arrival_ts_us) AS arrival_ts_us,
+                   min_by(produce_ts_us, arrival_ts_us) AS produce_ts_us,
+                   count(CASE WHEN late THEN 1 END) AS reordered, min(`partition`) AS pmin, max(`partition`) AS pmax,
+                   -- where the reordering was seen, for the examples
+                   min(CASE WHEN late THEN `partition` END) AS r_partition,
+                   min_by(CASE WHEN late THEN `offset` END, CASE WHEN late THEN `partition` END) AS r_offset,
+                   min_by(CASE WHEN late THEN after_seq END, CASE WHEN late THEN `partition` END) AS after_seq
+            FROM ({per_partition}) GROUP BY {key}, seq)"""
+        return self._in_ranges(firsts, "LEFT", acked="coalesce(r.acked, false)", cap=self.cap)
 
     def release(self) -> None:
         if self.cached.running():  # an error or Ctrl-C before the first round waited for it
@@ -392,10 +400,12 @@ class _Job:
         self.cached.wait(raise_error=False)
         if self.checkpoint:
             _release_checkpoint(self.firsts)
+            _release_checkpoint(self.cap)
         else:
             self.firsts.unpersist()
         if self.union is not None:
             self.union.unpersist()
+        self.query.close()
 
     def _lane(self, key: LaneKey) -> LaneStats:
         stats = self.stats.get(key)
@@ -421,16 +431,18 @@ class _Job:
         """
         from pytest_kafka_mirror.verify._latency import LatencyPlan
 
-        latency = LatencyPlan(self._latency_frame(), bounds)
+        latency = LatencyPlan(self.query, self._LATENCIES, bounds, firsts=self.firsts)
         first = _collect({
             "ranges": self._range_query(), "latency": latency.buckets_query(),
-            "kinds": self.cap.groupBy("kind").count(), **timeline_queries(self.firsts, topic_firsts=False),
+            "kinds": self.query("SELECT kind, count(1) AS count FROM {cap} GROUP BY kind", cap=self.cap),
+            "timeline": timeline_query(self.query, self.firsts),
             **(self._candidate_queries() if self.examples else {}),
         }, self.spark, after=self.cached.wait)
         kinds = {row["kind"]: row["count"] for row in first["kinds"]}
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
         if self.examples:
             first.update(_split_candidates(first.pop("candidates")))
+            first.update(_split_kind_examples(first.pop("kind_examples")))
         lane_max, missing = self._counts(first["ranges"])
         second: dict[str, DataFrame | None] = {
             "holes": self._holes_query(missing.holed, self.firsts),
@@ -467,12 +479,11 @@ class _Job:
     # -- 2. counts and missing ranges ----------------------------------------------------
 
     def _range_query(self) -> DataFrame:
-
-        return self.firsts.groupBy(*_KEY, "range_id").agg(*_sql(
-            "count(1) AS `distinct`", "sum(n) AS received", "sum(bad) AS bad", "min(seq) AS lo", "max(seq) AS hi",
-            "sum(reordered) AS reordered", "min(pmin) AS pmin", "max(pmax) AS pmax",
-            "min(produce_ts_us) AS first_produce_us", "min(arrival_ts_us) AS first_arrival_us",
-        ))
+        return self.query(f"""
+            SELECT {_KEY_SQL}, range_id, count(1) AS `distinct`, sum(n) AS received, sum(bad) AS bad,
+                   min(seq) AS lo, max(seq) AS hi, sum(reordered) AS reordered, min(pmin) AS pmin, max(pmax) AS pmax,
+                   min(produce_ts_us) AS first_produce_us, min(arrival_ts_us) AS first_arrival_us
+            FROM {{firsts}} GROUP BY {_KEY_SQL}, range_id""", firsts=self.firsts)
 
     def _acked(self, rid: int | None) -> bool:
         """Whether range id ``rid`` (None: in no range) is an acknowledged range."""
@@ -480,7 +491,7 @@ class _Job:
 
     def _topic_firsts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Per source topic, the first produce and arrival times of its acknowledged records
-        (the rows ``_timeline.timeline_queries`` would give), from the rows of :meth:`_range_query`."""
+        (what ``apply_timeline`` takes), from the rows of :meth:`_range_query`."""
         firsts: dict[str, dict[str, Any]] = {}
         for row in rows:
             if not self._acked(row["range_id"]):
@@ -568,23 +579,23 @@ class _Job:
         """Gaps inside ranges: per range id the gap count and the first ``max_ranges`` gaps."""
         if not holed:
             return None
-        from pyspark.sql import functions as F
-
-        ids = _local_frame(self.spark, [(rid,) for rid in holed], "range_id bigint")
+        ids = _local_table(self.spark, [(rid,) for rid in holed], "range_id bigint")
         # A range is in one lane: the window runs over lanes ordered by seq, which is how a
         # large capture's ``firsts`` is partitioned and sorted (no shuffle, no sort then).
-        lane = [c for c in _KEY if c in frame.columns]
-        rows = frame.join(F.broadcast(ids), "range_id", "left_semi").select(*lane, "range_id", "seq")
+        lane = ", ".join(c for c in _KEY if c in frame.columns) or "range_id"
         # ``frame`` holds each seq once: a gap follows every seq more than one above the one
-        # before it in its range.  SQL text: each Column call is a py4j round trip of the driver's.
-        over = f"OVER (PARTITION BY {', '.join(lane or ['range_id'])} ORDER BY seq)"
-        gaps = rows.selectExpr(
-            "range_id", f"lag(seq) {over} + 1 AS a", "seq - 1 AS b", f"lag(range_id) {over} AS before",
-        ).filter("a <= b AND before = range_id")
-        # Each gap's rank in its range, for the listing cap.
-        gaps = gaps.selectExpr("*", "row_number() OVER (PARTITION BY range_id ORDER BY a) AS k")
-        return gaps.groupBy("range_id").agg(*_sql(
-            "count(1) AS gaps", f"collect_list(CASE WHEN k <= {self.max_ranges} THEN struct(a, b) END) AS `first`"))
+        # before it in its range; each gap's rank in its range is for the listing cap.
+        return self.query(f"""
+            SELECT range_id, count(1) AS gaps,
+                   collect_list(CASE WHEN k <= {self.max_ranges} THEN struct(a, b) END) AS `first`
+            FROM (
+                SELECT *, row_number() OVER (PARTITION BY range_id ORDER BY a) AS k FROM (
+                    SELECT range_id, lag(seq) OVER w + 1 AS a, seq - 1 AS b, lag(range_id) OVER w AS before
+                    FROM (SELECT /*+ BROADCAST(i) */ f.* FROM {{frame}} f LEFT SEMI JOIN {{ids}} i
+                          ON f.range_id = i.range_id)
+                    WINDOW w AS (PARTITION BY {lane} ORDER BY seq)
+                ) WHERE a <= b AND before = range_id
+            ) GROUP BY range_id""", frame=frame, ids=ids)
 
     # -- 3. lanes split over partitions ------------------------------------------------------
 
@@ -599,7 +610,8 @@ class _Job:
         from pyspark.sql import functions as F
 
         keys = _local_frame(self.spark, split, "topic string, producer_id string, lane int")
-        rows = self.ident.join(F.broadcast(keys), list(_KEY), "left_semi").groupBy(*_KEY, "partition").agg(
+        records = _identified(self.cap).join(F.broadcast(keys), list(_KEY), "left_semi")
+        rows = records.groupBy(*_KEY, "partition").agg(
             F.min("offset").alias("offset"), F.min_by("seq", "offset").alias("seq"),
             F.count(F.lit(1)).alias("records"),
         ).collect()
@@ -613,12 +625,9 @@ class _Job:
 
     # -- 4. latency ------------------------------------------------------------------------
 
-    def _latency_frame(self) -> DataFrame:
-        from pyspark.sql import functions as F
-
-        return self.firsts.filter(F.col("acked")).select(
-            "topic", (F.col("arrival_ts_us") - F.col("produce_ts_us")).alias("lat_us")
-        ).filter(F.col("lat_us").isNotNull())
+    #: Latencies of the acknowledged records that arrived, over ``{firsts}``.
+    _LATENCIES = ("(SELECT topic, arrival_ts_us - produce_ts_us AS lat_us FROM {firsts} "
+                  "WHERE acked AND arrival_ts_us IS NOT NULL AND produce_ts_us IS NOT NULL)")
 
     # -- 6. examples -----------------------------------------------------------------------
 
@@ -630,35 +639,36 @@ class _Job:
         tagged with the anomalies it shows and the first ``examples`` of each tag are kept
         by ``row_number() <= n``, which Spark runs as a top-K per tag before its shuffle
         (a window group limit), not as a sort of every anomalous row.
-        (:func:`_split_candidates` gives each anomaly its rows.)  ``orderBy().limit()``,
-        for the capture's record kinds, runs as a top-K as well.
+        (:func:`_split_candidates` gives each anomaly its rows.)  The capture's headerless and
+        foreign records share one scan the same way, tagged by kind
+        (:func:`_split_kind_examples`).
         """
-        from pyspark.sql import functions as F
-
-        order = [*_KEY, "seq"]
         n = self.examples
         # The first seqs with a corrupt copy: their corrupt copies are the first examples.
         tags = {"duplicated": "n > 1", "phantom": "NOT acked", "corrupt_seqs": "bad > 0", "reordered": "reordered > 0"}
-        # Duplicates and phantoms come from the deduplicated frame; where their copies
-        # landed is looked up afterwards for just these keys (see _locate_query).  SQL text:
-        # each Column call is a py4j round trip of the driver's.
-        tagged = self.firsts.filter(" OR ".join(f"({cond})" for cond in tags.values())).selectExpr(
-            *order, "n", "after_seq", "r_partition", "r_offset",
-            "explode(array(" + ", ".join(f"CASE WHEN {cond} THEN '{name}' END" for name, cond in tags.items())
-            + ")) AS tag",
-        ).filter("tag IS NOT NULL")
+        tag = "explode(array(" + ", ".join(f"CASE WHEN {cond} THEN '{name}' END" for name, cond in tags.items()) + "))"
         # Reorderings in order of where they were seen; the rest by lane and seq.
         reordered = "CASE WHEN tag = 'reordered' THEN {} END"
         by_tag = ", ".join([*_KEY, reordered.format("r_partition"), reordered.format("r_offset"), "seq"])
-        return {
-            "candidates": tagged.selectExpr("*", f"row_number() OVER (PARTITION BY tag ORDER BY {by_tag}) AS k").filter(
-                f"k <= {n}"),
-            "headers_lost": self.cap.filter(F.col("kind") == "headerless").orderBy(
-                "topic", "lane", "partition", "offset").select(
-                "topic", "target_topic", "lane", "partition", "offset").limit(n),
-            "foreign": self.cap.filter(F.col("kind") == "foreign").orderBy(
-                "target_topic", "partition", "offset").select("target_topic", "partition", "offset", "evidence").limit(n),
-        }
+        # Duplicates and phantoms come from the deduplicated frame; where their copies
+        # landed is looked up afterwards for just these keys (see _locate_query).
+        candidates = f"""
+            SELECT * FROM (
+                SELECT *, row_number() OVER (PARTITION BY tag ORDER BY {by_tag}) AS k FROM (
+                    SELECT {_KEY_SQL}, seq, n, after_seq, r_partition, r_offset, {tag} AS tag
+                    FROM {{firsts}} WHERE {" OR ".join(f"({cond})" for cond in tags.values())}
+                ) WHERE tag IS NOT NULL
+            ) WHERE k <= {n}"""
+        kind_examples = f"""
+            SELECT * FROM (
+                SELECT kind, topic, target_topic, lane, `partition`, `offset`, evidence,
+                       row_number() OVER (PARTITION BY kind ORDER BY
+                           CASE WHEN kind = 'headerless' THEN topic ELSE target_topic END,
+                           CASE WHEN kind = 'headerless' THEN lane END, `partition`, `offset`) AS k
+                FROM {{cap}} WHERE kind IN ('headerless', 'foreign')
+            ) WHERE k <= {n}"""
+        return {"candidates": self.query(candidates, firsts=self.firsts),
+                "kind_examples": self.query(kind_examples, cap=self.cap)}
 
     def _locate_query(self, first: Mapping[str, Sequence[Mapping[str, Any]]], missing: _Missing,
                       lane_max: dict[LaneKey, int], kinds: Mapping[str, int]) -> DataFrame | None:
@@ -667,9 +677,6 @@ class _Job:
         at most ``_MAX_COPIES_SHOWN + 1``: enough to show that there are more) of the
         duplicated and phantom candidates and of the highest seq that arrived in a lane
         with missing records, and the corrupt copies of the corrupt candidates."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
         wanted = {(r["topic"], r["producer_id"], r["lane"], r["seq"]): (True, False)
                   for name in ("duplicated", "phantom") for r in first.get(name, [])}
         for kind in ("lost", "unseen"):
@@ -680,21 +687,23 @@ class _Job:
             wanted[(r["topic"], r["producer_id"], r["lane"], r["seq"])] = (loc, True)
         if not wanted:
             return None
-        table = _local_frame(
+        table = _local_table(
             self.spark,
             [(*k, loc, bad) for k, (loc, bad) in sorted(wanted.items())],
             "topic string, producer_id string, lane int, seq bigint, w_loc boolean, w_bad boolean")
-        order = [*_KEY, "seq"]
-        by_arrival = Window.partitionBy(*order).orderBy("arrival_ts_us", "partition", "offset")
-        corrupt = F.col("checksum_ok") == F.lit(False)
-        by_place = Window.partitionBy(*order, corrupt).orderBy("partition", "offset")
-        return (
-            self.ident.join(F.broadcast(table), order, "inner")
-            .select(*order, "partition", "offset", "w_loc", "w_bad", corrupt.alias("corrupt"),
-                    F.row_number().over(by_arrival).alias("k"), F.row_number().over(by_place).alias("kb"))
-            .filter((F.col("w_loc") & (F.col("k") <= _MAX_COPIES_SHOWN + 1))
-                    | (F.col("w_bad") & F.col("corrupt") & (F.col("kb") <= self.examples)))
-        )
+        record = ", ".join(f"r.{c}" for c in (*_KEY, "seq"))
+        return self.query(f"""
+            SELECT * FROM (
+                SELECT /*+ BROADCAST(w) */ {record}, r.`partition`, r.`offset`, w.w_loc, w.w_bad,
+                       r.checksum_ok = false AS corrupt,
+                       row_number() OVER (PARTITION BY {record}
+                                          ORDER BY r.arrival_ts_us, r.`partition`, r.`offset`) AS k,
+                       row_number() OVER (PARTITION BY {record}, r.checksum_ok = false
+                                          ORDER BY r.`partition`, r.`offset`) AS kb
+                FROM (SELECT * FROM {{cap}} WHERE {_IDENTIFIED}) r JOIN {{wanted}} w
+                ON r.topic = w.topic AND r.producer_id = w.producer_id AND r.lane = w.lane AND r.seq = w.seq
+            ) WHERE (w_loc AND k <= {_MAX_COPIES_SHOWN + 1}) OR (w_bad AND corrupt AND kb <= {self.examples})""",
+                          cap=self.cap, wanted=table)
 
     def _examples(self, report: MirrorReport, lane_max: dict[LaneKey, int],
                   first: Mapping[str, Sequence[Mapping[str, Any]]],
@@ -812,9 +821,24 @@ def _local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str
     join costs a Spark job of its own (about 0.1 s each); an inline ``VALUES`` list is a
     local relation, broadcast without one.  Strings, ints and booleans only.
     """
-    fields = [f.strip().split() for f in schema.split(",")]
-    if not rows or len(rows) > _INLINE_ROWS:
+    values = _values(rows, schema)
+    return spark.sql(values) if values is not None else spark.createDataFrame(list(rows), schema)
+
+
+def _local_table(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str) -> DataFrame | str:
+    """The same table for a query of :class:`~._sql.Queries`: its ``VALUES`` list as SQL
+    text (no view to create), else a frame."""
+    values = _values(rows, schema)
+    if values is None:
         return spark.createDataFrame(list(rows), schema)
+    return "(" + values.replace("{", "{{").replace("}", "}}") + ")"  # literal braces of a format string
+
+
+def _values(rows: Sequence[Sequence[Any]], schema: str) -> str | None:
+    """``rows`` as a query of an inline ``VALUES`` list; None when there are none or more
+    than ``_INLINE_ROWS``."""
+    if not rows or len(rows) > _INLINE_ROWS:
+        return None
 
     def literal(v: Any) -> str:
         if v is None:
@@ -825,10 +849,11 @@ def _local_frame(spark: SparkSession, rows: Sequence[Sequence[Any]], schema: str
             return str(v)
         return "'" + str(v).replace("\\", "\\\\").replace("'", "\\'") + "'"
 
+    fields = [f.strip().split() for f in schema.split(",")]
     values = ", ".join("(" + ", ".join(literal(v) for v in row) + ")" for row in rows)
     columns = ", ".join(f"c{i}" for i in range(len(fields)))
     select = ", ".join(f"CAST(c{i} AS {t}) AS `{name}`" for i, (name, t) in enumerate(fields))
-    return spark.sql(f"SELECT {select} FROM VALUES {values} AS t({columns})")
+    return f"SELECT {select} FROM VALUES {values} AS t({columns})"
 
 
 def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None,
@@ -937,18 +962,21 @@ def _split_candidates(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[
     return out
 
 
-def _sql(*expressions: str) -> list[Any]:
-    """Columns from SQL text: one py4j call each, where a chain of Column calls makes several."""
-    from pyspark.sql import functions as F
+#: The columns each record-kind example keeps, by report key and kind.
+_KIND_EXAMPLES = {"headers_lost": ("headerless", ("topic", "target_topic", "lane", "partition", "offset")),
+                  "foreign": ("foreign", ("target_topic", "partition", "offset", "evidence"))}
 
-    return [F.expr(e) for e in expressions]
+
+def _split_kind_examples(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The rows of the tagged record-kind query as one list per report key, in example order."""
+    ordered = sorted(rows, key=lambda r: r["k"])
+    return {name: [{c: row[c] for c in columns} for row in ordered if row["kind"] == kind]
+            for name, (kind, columns) in _KIND_EXAMPLES.items()}
 
 
 def _identified(capture: DataFrame) -> DataFrame:
     """Records of ours with their metadata intact (producer, lane and seq known)."""
-
-    kinds = ", ".join(f"'{kind}'" for kind in _IDENTIFIED_KINDS)
-    return capture.filter(f"kind IN ({kinds}) AND producer_id IS NOT NULL AND lane IS NOT NULL AND seq IS NOT NULL")
+    return capture.filter(_IDENTIFIED)
 
 
 def phantom_reason(meta: dict[LaneKey, LaneMeta], key: LaneKey, seq: int) -> str:

@@ -545,14 +545,43 @@ def test_a_second_verification_compiles_no_generated_code(spark: SparkSession, t
 def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               large: bool) -> None:
     """The first copies, a local checkpoint (small captures) or an in-memory cache (large
-    ones), are dropped when the verification ends."""
+    ones), are dropped when the verification ends, and so are the temporary views its
+    queries read."""
     if large:
         monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)
     _build_zoo(tmp_path).write()
     stored = spark.sparkContext._jsc.getPersistentRDDs
-    before = stored().size()
+    views = lambda: {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    before = stored().size(), views()
     verify_run(tmp_path, spark=spark, write_report=False)
-    assert stored().size() == before
+    assert (stored().size(), views()) == before
+
+
+def test_every_query_of_a_large_capture_reads_the_cached_first_copies(spark: SparkSession, tmp_path: Path) -> None:
+    """The queries over ``firsts`` scan its cache, never the capture again.  (Dropping a
+    temporary view uncaches the frame it names: with ``SparkSession.sql(text, firsts=...)``,
+    which drops its views after each query, every query but the first read the capture.)"""
+    from pytest_kafka_mirror.verify._latency import LatencyPlan
+    from pytest_kafka_mirror.verify._timeline import timeline_query
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _Job, _job_conf, manifest_lanes
+
+    _build_zoo(tmp_path).write()
+    lanes, topics = manifest_lanes(tmp_path)
+    with _job_conf(spark, _SMALL_CAPTURE_BYTES):
+        job = _Job(spark, tmp_path, lanes, topics, examples=5, max_ranges=10, large=True)
+        try:
+            queries = {
+                "ranges": job._range_query(), "holes": job._holes_query([0, 1], job.firsts),
+                "latency": LatencyPlan(job.query, job._LATENCIES, [1.0], firsts=job.firsts).buckets_query(),
+                "timeline": timeline_query(job.query, job.firsts), "candidates": job._candidate_queries()["candidates"],
+            }
+            plans = {name: q._jdf.queryExecution().executedPlan().toString() for name, q in queries.items()}
+        finally:
+            job.release()
+    # A cached relation's plan shows the plan that built it (one capture scan each).
+    read = {name: (plan.count("InMemoryTableScan") > 0, plan.count("FileScan") - plan.count("InMemoryRelation"))
+            for name, plan in plans.items()}
+    assert read == {name: (True, 0) for name in plans}
 
 
 def test_queries_wait_for_the_cache_and_raise_its_error(spark: SparkSession) -> None:
@@ -601,10 +630,11 @@ def test_a_job_released_before_its_cache_was_built_cancels_the_build(spark: Spar
     import threading
     import time
 
+    from pytest_kafka_mirror.verify._sql import Queries
     from pytest_kafka_mirror.verify.job import _Background, _Job
 
     job = _Job.__new__(_Job)
-    job.spark, job.union, job.checkpoint = spark, None, False
+    job.spark, job.union, job.checkpoint, job.query = spark, None, False, Queries(spark)
     job.firsts = spark.range(10**13).selectExpr("max(id % 1000) AS m")  # runs for many minutes
     job.cached = _Background(lambda: job.firsts.collect(), "test-cache")
     time.sleep(1.0)  # the job is running
