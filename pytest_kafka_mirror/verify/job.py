@@ -314,10 +314,20 @@ class _Job:
             "acked boolean",
         )
 
+        self.query = Queries(spark)
+        try:
+            self._store(run)
+        except BaseException:  # a job that never started leaves no view behind
+            self.query.close()
+            raise
+        self.split_rows: list[dict[str, Any]] = []
+        self.union: DataFrame | None = None
+
+    def _store(self, run: Path) -> None:
+        """Set up the capture's columns and the first copies, and start building them."""
         cols = ("topic, target_topic, `partition`, `offset`, kind, producer_id, lane, seq, produce_ts_us, "
                 "arrival_ts_us, checksum_ok, evidence")
-        self.query = Queries(spark)
-        cap = self.query(f"SELECT {cols} FROM {{capture}}", capture=_read_capture(spark, run / CAPTURE_DIR))
+        cap = self.query(f"SELECT {cols} FROM {{capture}}", capture=_read_capture(self.spark, run / CAPTURE_DIR))
         # In a classic session a small capture's columns and first copies are local
         # checkpoints, stored by the first action that reads them.  The queries after it
         # then scan stored rows: they neither open every segment file again (the Parquet
@@ -329,7 +339,7 @@ class _Job:
         # copies are an in-memory columnar cache, compressed and spilling less.  So are a
         # Spark Connect server's, which drops a checkpoint only when the client's frame is
         # garbage collected.
-        self.checkpoint = not large and hasattr(cap, "_jdf")
+        self.checkpoint = not self.large and hasattr(cap, "_jdf")
         self.cap = cap.localCheckpoint(eager=False) if self.checkpoint else cap
         firsts = self._firsts()
         self.firsts = firsts.localCheckpoint(eager=False) if self.checkpoint else firsts.persist()
@@ -337,8 +347,6 @@ class _Job:
         # it, the other queries of that action wait for its blocks while holding task slots.
         # It runs while the driver builds and plans the first round's queries (see _collect).
         self.cached = _Background(self.firsts.count, "kafka-mirror-verify-cache")
-        self.split_rows: list[dict[str, Any]] = []
-        self.union: DataFrame | None = None
 
     def _in_ranges(self, relation: DataFrame | str, how: str, acked: str = "r.acked",
                    **frames: DataFrame) -> DataFrame:

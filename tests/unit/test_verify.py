@@ -557,6 +557,21 @@ def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Pat
     assert (stored().size(), views()) == before
 
 
+def test_a_job_that_fails_to_start_leaves_no_view_behind(spark: SparkSession, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The temporary views a job made before it failed (a Ctrl-C while it is set up) are dropped."""
+    def interrupted(self: Any) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job_module._Job, "_firsts", interrupted)
+    _build_zoo(tmp_path).write()
+    views = lambda: {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    before = views()
+    with pytest.raises(KeyboardInterrupt):
+        verify_run(tmp_path, spark=spark, write_report=False)
+    assert views() == before
+
+
 def test_every_query_of_a_large_capture_reads_the_cached_first_copies(spark: SparkSession, tmp_path: Path) -> None:
     """The queries over ``firsts`` scan its cache, never the capture again.  (Dropping a
     temporary view uncaches the frame it names: with ``SparkSession.sql(text, firsts=...)``,
