@@ -114,10 +114,14 @@ class LatencyPlan:
     ``topic``, ``lat_us`` non-null): its two aggregations as queries the caller runs
     (together with its other queries), and the figures from their rows."""
 
-    def __init__(self, query: Queries, latencies: str, bounds_ms: Sequence[float], **frames: DataFrame) -> None:
+    def __init__(self, query: Queries, latencies: str, bounds_ms: Sequence[float], *, exact: bool = False,
+                 **frames: DataFrame) -> None:
         self.query = query
         self.frames = frames
-        self.binned = (f"(SELECT topic, lat_us, {fine_bucket('lat_us')} AS fb, "
+        # exact: one bucket per value (about a row per record): every percentile is then
+        # answered by the buckets, and values_query is never needed.
+        bucket = "lat_us" if exact else fine_bucket("lat_us")
+        self.binned = (f"(SELECT topic, lat_us, {bucket} AS fb, "
                        f"{_hist_bucket('lat_us', bounds_ms)} AS hb FROM {latencies})")
         width = len(bounds_ms) + 1
         self.overall = _Scope(histogram=[0] * width)

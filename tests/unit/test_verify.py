@@ -557,6 +557,33 @@ def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Pat
     assert (stored().size(), views()) == before
 
 
+def test_a_small_capture_is_verified_in_one_round(spark: SparkSession, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small capture's gaps (every range) and latencies (one bucket per value) are counted
+    in the first round of queries: the same report as in two rounds, and a clean run needs
+    no second round."""
+    rounds: list[list[str]] = []
+    collect = job_module._collect
+    monkeypatch.setattr(job_module, "_collect", lambda queries, *a, **k: rounds.append(sorted(queries))
+                        or collect(queries, *a, **k))
+    _build_zoo(tmp_path / "zoo").write()  # holes, unacknowledged ranges, phantoms, every kind of example
+    one = verify_run(tmp_path / "zoo", spark=spark, write_report=False).to_dict()
+    assert "holes" in rounds[0] and rounds[1] == ["located"], rounds
+    monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 0)
+    rounds.clear()
+    two = verify_run(tmp_path / "zoo", spark=spark, write_report=False).to_dict()
+    assert "holes" not in rounds[0] and "holes" in rounds[1], rounds
+    assert one == two
+
+    clean = SyntheticRun(tmp_path / "clean")
+    clean.lane("orders", pid="p1", lane=0, acked=range(200)).deliver(range(200), latency_ms=5)
+    clean.write()
+    monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 1 << 20)
+    rounds.clear()
+    assert verify_run(tmp_path / "clean", spark=spark, write_report=False).lost == 0
+    assert rounds[1:] in ([], [[]]), rounds
+
+
 def test_a_job_that_fails_to_start_leaves_no_view_behind(spark: SparkSession, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The temporary views a job made before it failed (a Ctrl-C while it is set up) are dropped."""
