@@ -14,12 +14,14 @@ Spark actions and few shuffles, and each query is one SQL text (``_sql.Queries``
    distinct, duplicated, phantom, corrupted, reordered *and* the exact lost / unseen
    counts: a range whose distinct count equals ``max - min + 1`` has no hole inside, so
    its missing seqs are the edges, computed on the driver.  Only ranges with holes inside
-   go through the gaps window (one more action, skipped in a clean run).  This
-   avoids exploding every acknowledged seq and joining it against the capture, which
+   go through the gaps window (one more action, skipped in a clean run; a capture under
+   ``_ONE_ROUND_BYTES`` has the window run over every range in the first round instead).
+   This avoids exploding every acknowledged seq and joining it against the capture, which
    would shuffle the run twice over.
 3. Lanes seen in several target partitions get their exact partition list (only then).
 4. Latency: exact nearest-rank percentiles and the histogram from bucket counts, in one
-   or two small aggregates (``verify/_latency.py``).
+   or two small aggregates (``verify/_latency.py``; one, of a bucket per value, for a
+   capture under ``_ONE_ROUND_BYTES``).
 5. Record kinds (headerless, foreign): a scan of one column of the capture.
 6. Examples, only for anomalies that occurred: the first ``examples`` rows per anomaly,
    which Spark runs as top-Ks without sorting everything (one scan of the cache for the
