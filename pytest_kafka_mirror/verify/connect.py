@@ -157,11 +157,10 @@ def _local_cores(master: str) -> int | None:
     return max(int(n), 1)
 
 
-def server_conf(master: str) -> dict[str, str]:
-    """The server's Spark settings: those :func:`~.session.get_spark` gives a local session."""
+def session_conf(master: str) -> dict[str, str]:
+    """The Spark settings of every driver the plugin starts: the local session of
+    :func:`~.session.get_spark` and the Connect server's."""
     conf = {
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": "0",  # a free port; the log says which
         "spark.driver.host": "127.0.0.1",
         "spark.driver.bindAddress": "127.0.0.1",
         "spark.ui.enabled": "false",
@@ -173,8 +172,20 @@ def server_conf(master: str) -> dict[str, str]:
     }
     cores = _local_cores(master)
     if cores is not None:
+        # One shuffle partition per core: every task runs at once and none waits on a
+        # scheduler round trip.  Clusters keep Spark's defaults (plus AQE coalescing).
         conf["spark.sql.shuffle.partitions"] = conf["spark.default.parallelism"] = str(cores)
     return conf
+
+
+def server_conf(master: str) -> dict[str, str]:
+    """The server's Spark settings: those :func:`~.session.get_spark` gives a local session,
+    and its gRPC listener on loopback."""
+    return {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": "0",  # a free port; the log says which
+        **session_conf(master),
+    }
 
 
 class ConnectServer:

@@ -30,7 +30,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import CODEGEN_CACHE_ENTRIES, DRIVER_JAVA_OPTIONS, _local_cores
+from .connect import DRIVER_JAVA_OPTIONS, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -132,23 +132,10 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
             SparkSession.builder.master(master)
             .appName("pytest-kafka-mirror-verify")
             .config("spark.driver.memory", driver_memory)
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.sql.catalogImplementation", "in-memory")
-            .config("spark.dynamicAllocation.enabled", "false")
             .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-            .config("spark.sql.codegen.cache.maxEntries", str(CODEGEN_CACHE_ENTRIES))
         )
-        cores = _local_cores(master)
-        if cores is not None:
-            # One shuffle partition per core: every task runs at once and none waits on a
-            # scheduler round trip.  Clusters keep Spark's defaults (plus AQE coalescing).
-            builder = builder.config("spark.sql.shuffle.partitions", str(cores)).config(
-                "spark.default.parallelism", str(cores)
-            )
+        for key, value in session_conf(master).items():
+            builder = builder.config(key, value)
         global _jvm, _sigint
         main = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGINT) if main else None

@@ -30,9 +30,10 @@ from pytest_kafka_mirror.verify import (
     verify_run,
 )
 from pytest_kafka_mirror.verify import job as job_module
+from pytest_kafka_mirror.verify.connect import _local_cores
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
-from pytest_kafka_mirror.verify.session import SparkSessionConflictError, _local_cores
+from pytest_kafka_mirror.verify.session import SparkSessionConflictError
 from tests.synthetic import SyntheticRun, assert_same_report
 
 if TYPE_CHECKING:
@@ -541,6 +542,10 @@ def test_a_second_verification_compiles_no_generated_code(spark: SparkSession, t
     assert compilations[1] == 0, compilations
 
 
+def _temporary_views(spark: SparkSession) -> set[str]:
+    return {t.name for t in spark.catalog.listTables() if t.isTemporary}
+
+
 @pytest.mark.parametrize("large", [False, True], ids=["checkpoint", "cache"])
 def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               large: bool) -> None:
@@ -551,10 +556,9 @@ def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Pat
         monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)
     _build_zoo(tmp_path).write()
     stored = spark.sparkContext._jsc.getPersistentRDDs
-    views = lambda: {t.name for t in spark.catalog.listTables() if t.isTemporary}
-    before = stored().size(), views()
+    before = stored().size(), _temporary_views(spark)
     verify_run(tmp_path, spark=spark, write_report=False)
-    assert (stored().size(), views()) == before
+    assert (stored().size(), _temporary_views(spark)) == before
 
 
 def test_a_small_capture_is_verified_in_one_round(spark: SparkSession, tmp_path: Path,
@@ -592,11 +596,10 @@ def test_a_job_that_fails_to_start_leaves_no_view_behind(spark: SparkSession, tm
 
     monkeypatch.setattr(job_module._Job, "_firsts", interrupted)
     _build_zoo(tmp_path).write()
-    views = lambda: {t.name for t in spark.catalog.listTables() if t.isTemporary}
-    before = views()
+    before = _temporary_views(spark)
     with pytest.raises(KeyboardInterrupt):
         verify_run(tmp_path, spark=spark, write_report=False)
-    assert views() == before
+    assert _temporary_views(spark) == before
 
 
 def test_every_query_of_a_large_capture_reads_the_cached_first_copies(spark: SparkSession, tmp_path: Path) -> None:
