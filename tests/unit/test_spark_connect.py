@@ -88,11 +88,14 @@ def test_the_server_runs_in_the_foreground_on_loopback_with_the_local_session_s_
     assert confs["spark.sql.codegen.cache.maxEntries"] == str(connect.CODEGEN_CACHE_ENTRIES)
 
 
-def test_the_local_session_s_driver_gets_the_jit_settings(spark: SparkSession) -> None:
+def test_the_local_session_s_driver_gets_the_jit_and_gc_settings(spark: SparkSession) -> None:
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert options is not None and connect.DRIVER_JAVA_OPTIONS in options
-    flags = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()
+    management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
+    flags = management.getRuntimeMXBean().getInputArguments()
     assert "-XX:Tier4CompileThreshold=150000" in list(flags)  # the JVM runs with them
+    # ... and with the throughput collector (its young and old collectors), not G1
+    assert sorted(gc.getName() for gc in management.getGarbageCollectorMXBeans()) == ["PS MarkSweep", "PS Scavenge"]
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(connect.CODEGEN_CACHE_ENTRIES)
 
 
