@@ -9,7 +9,8 @@ Spark actions and few shuffles, and each query is one SQL text (``_sql.Queries``
    its target partition, and the acknowledged range it falls in (a broadcast range join:
    manifests are ranges, and tiny).  All of it over a single shuffle by lane.  Cached
    (a small capture's as a local checkpoint, in a classic session); every later step
-   reads this cache.
+   reads this cache.  A capture under ``_ONE_ROUND_BYTES`` is read into one partition: no
+   shuffle at all, and its first round of queries is one Spark action of one task.
 2. One aggregate per acknowledged range (count, min, max seq) gives expected, received,
    distinct, duplicated, phantom, corrupted, reordered *and* the exact lost / unseen
    counts: a range whose distinct count equals ``max - min + 1`` has no hole inside, so
@@ -50,7 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
+from functools import partial, reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,7 +227,8 @@ _SMALL_CAPTURE_BYTES = 4 << 20
 #: counted in the first round of queries (see _Job.run), not in a second one: for them
 #: that is a few thousand rows more, where a round costs a few tenths of a second (a warm
 #: 10k-record run, the median of five: 2.08 / 1.80 / 1.79 -> 1.44 / 1.71 / 1.50 s, three
-#: process pairs alternating).
+#: process pairs alternating).  They are also read into one partition (see _Job._store),
+#: and that round is one Spark action.
 _ONE_ROUND_BYTES = 1 << 20
 #: Captures up to this size are cached uncompressed: building and reading the in-memory
 #: columns without compression is about a quarter faster, and costs some 130 MB per million
@@ -336,7 +338,16 @@ class _Job:
         """Set up the capture's columns and the first copies, and start building them."""
         cols = ("topic, target_topic, `partition`, `offset`, kind, producer_id, lane, seq, produce_ts_us, "
                 "arrival_ts_us, checksum_ok, evidence")
-        cap = self.query(f"SELECT {cols} FROM {{capture}}", capture=_read_capture(self.spark, run / CAPTURE_DIR))
+        # A small capture is read into one partition (a coalesce: no shuffle).  Every frame
+        # built on it is then one partition that any grouping is already clustered by: the
+        # job has no shuffle at all, and the first round's union is one task
+        # (``_collect(one_action=True)``): 5 Spark jobs where there were 11.  Warm 10k-record
+        # runs, the median of five, six process pairs alternating: 1.36 / 1.45 / 1.32 / 1.41 /
+        # 1.48 / 1.37 -> 1.17 / 1.29 / 1.26 / 1.57 / 1.31 / 1.38 s; JVM CPU per run 2.56 ->
+        # 2.26 s (means).
+        coalesce = "/*+ COALESCE(1) */" if self.one_round else ""
+        cap = self.query(f"SELECT {coalesce} {cols} FROM {{capture}}",
+                         capture=_read_capture(self.spark, run / CAPTURE_DIR))
         # In a classic session a small capture's columns and first copies are local
         # checkpoints, stored by the first action that reads them.  The queries after it
         # then scan stored rows: they neither open every segment file again (the Parquet
@@ -371,9 +382,9 @@ class _Job:
     def _firsts(self) -> DataFrame:
         """One row per distinct received record, with everything the figures need.
 
-        A single shuffle, by lane: the reordering window over each target partition, then
-        deduplicating per (lane, target partition) and per lane, all inside that
-        partitioning.  The window runs over the records themselves: at the first copy of a
+        A single shuffle, by lane (none for a capture read into one partition): the
+        reordering window over each target partition, then deduplicating per (lane, target
+        partition) and per lane, all inside that partitioning.  The window runs over the records themselves: at the first copy of a
         seq in a partition, the highest seq before it is the same whether the copies before
         were deduplicated or not, and once a copy is behind a higher seq every later copy in
         that partition is too, so "its first copy is late" is "all its copies are late".
@@ -392,7 +403,7 @@ class _Job:
         records = f"""
             SELECT *, max(seq) OVER (PARTITION BY {key}, `partition` ORDER BY `offset`
                                      ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS after_seq
-            FROM (SELECT * FROM {{cap}} WHERE {_IDENTIFIED} DISTRIBUTE BY {key})
+            FROM (SELECT * FROM {{cap}} WHERE {_IDENTIFIED} {"" if self.one_round else f"DISTRIBUTE BY {key}"})
             {f"SORT BY {key}, seq, `partition`, `offset`" if self.large else ""}"""
         per_partition = f"""
             SELECT {key}, seq, `partition`, min(`offset`) AS `offset`, count(1) AS n,
@@ -459,7 +470,7 @@ class _Job:
             "timeline": timeline_query(self.query, self.firsts),
             **(self._candidate_queries() if self.examples else {}),
             **({"holes": self._holes_query(None, self.firsts)} if self.one_round else {}),
-        }, self.spark, after=self.cached.wait)
+        }, self.spark, after=self.cached.wait, one_action=self.one_round)
         kinds = {row["kind"]: row["count"] for row in first["kinds"]}
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
         if self.examples:
@@ -882,40 +893,60 @@ def _values(rows: Sequence[Sequence[Any]], schema: str) -> str | None:
     return f"SELECT {select} FROM VALUES {values} AS t({columns})"
 
 
+#: A query's rows as JSON (column ``v``): every query gives plain dicts whatever its shape,
+#: through py4j and Spark Connect alike.
+_AS_JSON = "to_json(struct(*), map('ignoreNullFields', 'false')) AS v"
+
+
 def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None,
-             after: Callable[[], object] | None = None) -> dict[str, list[dict[str, Any]]]:
+             after: Callable[[], object] | None = None, *, one_action: bool = False,
+             ) -> dict[str, list[dict[str, Any]]]:
     """Run small queries at once: their rows by query name, as dicts.
 
     Each query is a Spark action of its own, run from a thread of its own: Spark runs the
     jobs of concurrent actions side by side, so a dozen small aggregates keep both cores
     of a local master busy, and each task carries its own query's plan only.  (One action
-    over the union of every query, the way before, made each task deserialize every
-    query's plan: 1M rows took 7.97 s that way against 6.77 s, in one JVM alternating; a
-    10k-record run takes the same either way once the JIT is warm.)  Each thread plans its
+    over the union of every query made each task deserialize every query's plan: 1M rows
+    took 7.97 s that way against 6.77 s, in one JVM alternating.)  Each thread plans its
     query first, then waits for ``after`` (the cache being built), then runs it: a dozen
     plans cost a small run's driver a few tenths of a second, spent while the cache builds.
-    Rows travel as JSON, so every query gives plain dicts whatever its shape, through
-    py4j and Spark Connect alike.  An interrupt (Ctrl-C) while they run cancels their
-    Spark jobs (``spark``) and is raised.
+    An interrupt (Ctrl-C) while they run cancels their Spark jobs (``spark``) and is raised.
+
+    ``one_action``: the queries are the branches of one union instead, tagged by name, and
+    run as one action.  For queries over one-partition frames (a small capture's, see
+    ``_Job._store``) Spark keeps the union in one partition too: one task and one job,
+    where each query would cost a job, a plan and a task of its own.
     """
 
-    def run(query: DataFrame) -> list[dict[str, Any]]:
-        # SQL text: each Column call is a py4j round trip of the driver's.
-        frame = query.selectExpr("to_json(struct(*), map('ignoreNullFields', 'false')) AS v")
+    def run(build: Callable[[], DataFrame]) -> list[Any]:
+        frame = build()  # SQL text: each Column call is a py4j round trip of the driver's
         _plan(frame)
         if after is not None:
             after()
-        return [json.loads(row["v"]) for row in frame.collect()]
+        return frame.collect()
 
-    started = {name: _Background(partial(run, query), f"kafka-mirror-verify-{name}")
-               for name, query in queries.items()}
+    def union() -> DataFrame:
+        tagged = [query.selectExpr(f"'{name}' AS q", _AS_JSON) for name, query in queries.items()]
+        return reduce(lambda a, b: a.unionAll(b), tagged)
+
+    if one_action and queries:
+        builds = {"all": union}
+    else:
+        builds = {name: partial(query.selectExpr, _AS_JSON) for name, query in queries.items()}
+    started = {name: _Background(partial(run, build), f"kafka-mirror-verify-{name}") for name, build in builds.items()}
     try:
         for action in started.values():
             action.wait(raise_error=False)
     except BaseException:
         _cancel_jobs(spark)
         raise
-    return {name: action.wait() for name, action in started.items()}  # the first error, in query order
+    results = {name: action.wait() for name, action in started.items()}  # the first error, in query order
+    if one_action and queries:
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
+        for row in results["all"]:
+            rows[row["q"]].append(json.loads(row["v"]))
+        return rows
+    return {name: [json.loads(row["v"]) for row in found] for name, found in results.items()}
 
 
 def _plan(frame: DataFrame) -> None:

@@ -564,15 +564,32 @@ def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Pat
 def test_a_small_capture_is_verified_in_one_round(spark: SparkSession, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """A small capture's gaps (every range) and latencies (one bucket per value) are counted
-    in the first round of queries: the same report as in two rounds, and a clean run needs
-    no second round."""
+    in the first round of queries, one Spark action of one task over the capture read into
+    one partition: the same report as in two rounds, and a clean run needs no second round."""
     rounds: list[list[str]] = []
     collect = job_module._collect
     monkeypatch.setattr(job_module, "_collect", lambda queries, *a, **k: rounds.append(sorted(queries))
                         or collect(queries, *a, **k))
+    plans: list[Any] = []  # of the actions' queries
+    plan, firsts = job_module._plan, job_module._Job._firsts
+    monkeypatch.setattr(job_module, "_plan", lambda frame: plans.append(frame._jdf.queryExecution().executedPlan())
+                        or plan(frame))
+    cached: list[str] = []
+
+    def planned_firsts(self: Any) -> Any:
+        frame = firsts(self)
+        cached.append(frame._jdf.queryExecution().executedPlan().toString())
+        return frame
+
+    monkeypatch.setattr(job_module._Job, "_firsts", planned_firsts)
     _build_zoo(tmp_path / "zoo").write()  # holes, unacknowledged ranges, phantoms, every kind of example
     one = verify_run(tmp_path / "zoo", spark=spark, write_report=False).to_dict()
     assert "holes" in rounds[0] and rounds[1] == ["located"], rounds
+    # the capture is read into one partition: no shuffle, the first round is one action of one task
+    assert len(plans) == 2, [p.toString() for p in plans]
+    assert plans[0].outputPartitioning().numPartitions() == 1, plans[0].toString()
+    for shown in (cached[0], plans[0].toString()):
+        assert "Exchange" not in shown.replace("BroadcastExchange", ""), shown
     monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 0)
     rounds.clear()
     two = verify_run(tmp_path / "zoo", spark=spark, write_report=False).to_dict()
