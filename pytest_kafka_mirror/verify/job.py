@@ -384,10 +384,11 @@ class _Job:
 
         A single shuffle, by lane (none for a capture read into one partition): the
         reordering window over each target partition, then deduplicating per (lane, target
-        partition) and per lane, all inside that partitioning.  The window runs over the records themselves: at the first copy of a
-        seq in a partition, the highest seq before it is the same whether the copies before
-        were deduplicated or not, and once a copy is behind a higher seq every later copy in
-        that partition is too, so "its first copy is late" is "all its copies are late".
+        partition) and per lane, all inside that partitioning.  The window runs over the
+        records themselves: at the first copy of a seq in a partition, the highest seq
+        before it is the same whether the copies before were deduplicated or not, and once
+        a copy is behind a higher seq every later copy in that partition is too, so "its
+        first copy is late" is "all its copies are late".
 
         Large captures sort the windowed records by (lane, seq) and aggregate them as they
         stream by (``_job_conf`` turns hash aggregates over sorted input into sort
@@ -894,7 +895,8 @@ def _values(rows: Sequence[Sequence[Any]], schema: str) -> str | None:
 
 
 #: A query's rows as JSON (column ``v``): every query gives plain dicts whatever its shape,
-#: through py4j and Spark Connect alike.
+#: through py4j and Spark Connect alike.  SQL text, added by ``selectExpr``: each Column
+#: call would be a py4j round trip of the driver's.
 _AS_JSON = "to_json(struct(*), map('ignoreNullFields', 'false')) AS v"
 
 
@@ -919,7 +921,7 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
     """
 
     def run(build: Callable[[], DataFrame]) -> list[Any]:
-        frame = build()  # SQL text: each Column call is a py4j round trip of the driver's
+        frame = build()
         _plan(frame)
         if after is not None:
             after()
