@@ -481,7 +481,7 @@ class _Job:
         second: dict[str, DataFrame | None] = {
             "holes": None if self.one_round else self._holes_query(missing.holed, self.firsts),
             "values": latency.values_query(first["latency"]),
-            "located": self._locate_query(first, missing, lane_max, kinds) if self.examples else None,
+            "located": self._locate_query(first, missing, lane_max) if self.examples else None,
         }
         rows = _collect({name: query for name, query in second.items() if query is not None}, self.spark)
         holed = set(missing.holed)  # the first round's holes are of every range: acknowledged ones only
@@ -709,7 +709,7 @@ class _Job:
                 "kind_examples": self.query(kind_examples, cap=self.cap)}
 
     def _locate_query(self, first: Mapping[str, Sequence[Mapping[str, Any]]], missing: _Missing,
-                      lane_max: dict[LaneKey, int], kinds: Mapping[str, int]) -> DataFrame | None:
+                      lane_max: dict[LaneKey, int]) -> DataFrame | None:
         """One capture scan for every record the examples name: the first copies (in
         arrival order; ties broken by partition and offset, so the answer is deterministic;
         at most ``_MAX_COPIES_SHOWN + 1``: enough to show that there are more) of the
@@ -931,7 +931,8 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
         tagged = [query.selectExpr(f"'{name}' AS q", _AS_JSON) for name, query in queries.items()]
         return reduce(lambda a, b: a.unionAll(b), tagged)
 
-    if one_action and queries:
+    one_action = one_action and bool(queries)
+    if one_action:
         builds = {"all": union}
     else:
         builds = {name: partial(query.selectExpr, _AS_JSON) for name, query in queries.items()}
@@ -943,7 +944,7 @@ def _collect(queries: Mapping[str, DataFrame], spark: SparkSession | None = None
         _cancel_jobs(spark)
         raise
     results = {name: action.wait() for name, action in started.items()}  # the first error, in query order
-    if one_action and queries:
+    if one_action:
         rows: dict[str, list[dict[str, Any]]] = {name: [] for name in queries}
         for row in results["all"]:
             rows[row["q"]].append(json.loads(row["v"]))
