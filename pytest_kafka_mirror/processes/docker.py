@@ -237,7 +237,9 @@ def containers(run: str | None = None, *, all_runs: bool = False) -> list[dict[s
     try:
         label = LABEL_RUN if all_runs else f"{LABEL_RUN}={run or run_id()}"
         out = []
-        for c in client.containers.list(all=True, filters={"label": label}):
+        # ignore_removed: a container removed between the listing and its inspection (another
+        # process's teardown) is gone, not an error.
+        for c in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
             labels = c.labels or {}
             out.append({
                 "id": c.id, "name": c.name, "status": c.status, "run": labels.get(LABEL_RUN, ""),
@@ -297,7 +299,7 @@ def reap_orphans() -> list[str]:
     client = docker_client()
     removed = []
     try:
-        for c in client.containers.list(all=True, filters={"label": LABEL_OWNER}):
+        for c in client.containers.list(all=True, filters={"label": LABEL_OWNER}, ignore_removed=True):
             owner = (c.labels or {}).get(LABEL_OWNER, "")
             if owner and not _owner_alive(owner):
                 try:
