@@ -237,8 +237,9 @@ def containers(run: str | None = None, *, all_runs: bool = False) -> list[dict[s
     try:
         label = LABEL_RUN if all_runs else f"{LABEL_RUN}={run or run_id()}"
         out = []
-        # ignore_removed: a container removed between the listing and its inspection (another
-        # process's teardown) is gone, not an error.
+        # ignore_removed: a container removed between the listing and its inspection (the
+        # container backend's retry after a taken port, another process's teardown) is gone,
+        # not an error.
         for c in client.containers.list(all=True, filters={"label": label}, ignore_removed=True):
             labels = c.labels or {}
             out.append({

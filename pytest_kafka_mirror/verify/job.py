@@ -484,9 +484,12 @@ class _Job:
             "located": self._locate_query(first, missing, lane_max) if self.examples else None,
         }
         rows = _collect({name: query for name, query in second.items() if query is not None}, self.spark)
-        holed = set(missing.holed)  # the first round's holes are of every range: acknowledged ones only
-        self._fill_missing(missing, [r for r in first["holes"] if r["range_id"] in holed] if self.one_round
-                           else rows.get("holes", []))
+        if self.one_round:  # the first round's holes are of every range: keep those of ``missing.holed``
+            holed = set(missing.holed)
+            holes = [row for row in first["holes"] if row["range_id"] in holed]
+        else:
+            holes = rows.get("holes", [])
+        self._fill_missing(missing, holes)
         reconciled = (self.run_dir / SOURCE_DIR).is_dir()
         if reconciled:
             self._reconcile()
