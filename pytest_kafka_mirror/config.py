@@ -165,6 +165,16 @@ def _kafka_home(text: str) -> str:
     return str(check_kafka_home(text))
 
 
+def _kafka_cache(text: str) -> str:
+    text = text.strip()
+    if not text:
+        raise ValueError("an empty path; give a directory for the Kafka release cache")
+    path = Path(text).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"{text!r} is not a directory")
+    return str(path)
+
+
 def _property(text: str) -> tuple[str, str]:
     """One ``KEY=VALUE`` replicator property."""
     key, sep, value = text.strip().partition("=")
@@ -321,8 +331,9 @@ OPTIONS: list[Option] = [
     Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
     Option("replicator", "SPEC", "reference",
            "Replicator under test: reference (built-in mirror process) | reference:KNOBS (the same, injecting "
-           "faults into every topic, e.g. reference:drop=0.01,seed=7) | mm2[:KAFKA_HOME] | mm2:container:IMAGE "
-           "(MirrorMaker 2) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
+           "faults into every topic, e.g. reference:drop=0.01,seed=7) | mm2:VERSION (e.g. mm2:4.3.1, from Maven "
+           "Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE (MirrorMaker 2) | mm1:VERSION (the legacy MirrorMaker, "
+           "Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
            "external:POLICY (already running; its naming identity | prefix:P).",
            parse_replicator_spec),
     Option("naming", "POLICY", "identity",
@@ -366,6 +377,10 @@ OPTIONS: list[Option] = [
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
            _kafka_home),
+    Option("kafka-cache", "DIR", None,
+           "Where the Apache Kafka releases of kafka:VERSION, mm2:VERSION and mm1:VERSION are cached (resolved from "
+           "Maven Central with mvn on first use, offline afterwards). Default: ~/.cache/pytest-kafka-mirror/kafka "
+           "($XDG_CACHE_HOME when set).", _kafka_cache),
     Option("replicator-properties", "KEY=VALUE", None,
            "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
            "repeat the flag, one per line in ini, newline-separated in env.", _property, kind=LIST, separator=r"\n"),
@@ -415,6 +430,8 @@ class Settings:
     #: option name -> where its value came from ("default", "--flag", "ini key", "env VAR")
     sources: dict[str, str] = field(default_factory=dict)
     kafka_home: str = ""
+    #: the Kafka release cache given by option / ini / env ("" = kafka_dist.cache_dir's default)
+    kafka_cache: str = ""
     replicator_properties: tuple[tuple[str, str], ...] = ()
     share: str = "run"
     topic_provisioning: str = "auto"
@@ -489,6 +506,7 @@ def resolve_settings(
         message_size=values["kafka_mirror_message_size"],
         sources=sources,
         kafka_home=values["kafka_mirror_kafka_home"],
+        kafka_cache=values["kafka_mirror_kafka_cache"] or "",
         replicator_properties=values["kafka_mirror_replicator_properties"],
         share=values["kafka_mirror_share"],
         topic_provisioning=values["kafka_mirror_topic_provisioning"],

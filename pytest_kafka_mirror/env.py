@@ -110,7 +110,9 @@ def build_private_env(
                 if "," in cluster.bootstrap_servers:
                     log.warning("no %s link: the cluster has several bootstrap servers", role)
                     continue
-                link = own(Link(role, cluster.bootstrap_servers, workdir / "links")).start()
+                endpoint = getattr(cluster, "link_listener", None)
+                link = own(Link(role, cluster.bootstrap_servers, workdir / "links",
+                                listener=endpoint() if callable(endpoint) else None)).start()
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
         replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",

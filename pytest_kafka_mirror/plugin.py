@@ -102,6 +102,32 @@ def pytest_configure(config: pytest.Config) -> None:
         reporting = SessionReporting(config, session)
         reporting.start()  # baseline and metrics errors fail here, before any cluster starts
         config.pluginmanager.register(reporting, "kafka-mirror-reporting")
+        if not config.getoption("collectonly", False):
+            _install_releases(settings)
+
+
+def _install_releases(settings: Settings) -> None:
+    """Resolve the Apache Kafka releases the specs name (``kafka:V``, ``mm2:V``, ``mm1:V``)
+    into the cache before anything starts (and before xdist workers, which then find them
+    there): a registry that cannot be reached is one usage error naming the setting."""
+    import sys
+
+    from .clusters import kafka_spec_parts
+    from .clusters.kafka_dist import KafkaInstallError, cache_dir, release
+
+    wanted = [(role, kafka_spec_parts(spec)[0], "broker")
+              for role, spec in (("source", settings.source), ("target", settings.target)) if spec.kind == "kafka"]
+    rep = settings.replicator
+    if rep.kind in ("mm2", "mm1") and rep.arg[:1].isdigit():
+        wanted.append(("replicator", rep.arg, rep.kind))
+    for role, version, need in wanted:
+        try:
+            release(version, cache_dir(settings.kafka_cache or None), need=need,
+                    log=lambda text: print(f"pytest-kafka-mirror: {text}", file=sys.stderr, flush=True))
+        except KafkaInstallError as exc:
+            origin = settings.sources.get(role, f"--kafka-mirror-{role}")
+            spec = getattr(settings, role)
+            raise pytest.UsageError(f"pytest-kafka-mirror: {origin} {spec}: {exc}") from None
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -157,6 +183,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 f"accepted keywords: {', '.join(sorted(MARKER_KWARGS))}",
                 pytrace=False,
             )
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    s = session.config.stash.get(SESSION_KEY, None)
+    if s is not None:
+        from .provisioning import largest_record
+
+        s.max_record_bytes = largest_record(session.items, s.settings.message_size)
 
 
 def _marker_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
@@ -347,7 +381,9 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         source = request.getfixturevalue("source_cluster")
         target = request.getfixturevalue("target_cluster")
         if dedicated is None:
-            env = MirrorEnv(source, target, request.getfixturevalue("replicator"))
+            shared = request.getfixturevalue("replicator")
+            _revive(session, shared)
+            env = MirrorEnv(source, target, shared)
         else:  # its own replicator, for its own topic prefix (see _dedicated)
             try:
                 own = session.make_replicator(source, target, request.getfixturevalue("tmp_path") / "replicator",
@@ -365,6 +401,54 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         yield env
     finally:
         env.close()
+    if not env.private and dedicated is None:
+        _check_shared_replicator(request, session, env)
+
+
+def _revive(session: KafkaMirrorSession, rep: Replicator) -> None:
+    """Restart the shared replicator when an earlier test left it broken (see
+    :func:`_check_shared_replicator`), so that test cannot fail this one."""
+    from .replicators import ReplicatorError
+
+    if session.broken_replicator is None:
+        return
+    culprit, problem, restart_error = session.broken_replicator
+    if restart_error:
+        _fail(f"kafka-mirror: the shared replicator ({rep.spec}) could not be restarted after {culprit} left it "
+              f"broken ({problem}): {restart_error}")
+    log.warning("kafka-mirror: restarting the shared replicator (%s): %s left it broken: %s", rep.spec, culprit, problem)
+    try:
+        rep.stop()
+        rep.start()
+    except ReplicatorError as exc:
+        session.broken_replicator = (culprit, problem, str(exc))
+        _fail(f"kafka-mirror: the shared replicator ({rep.spec}) could not be restarted after {culprit} left it "
+              f"broken ({problem}): {exc}")
+    session.broken_replicator = None
+
+
+def _check_shared_replicator(request: pytest.FixtureRequest, session: KafkaMirrorSession, env: MirrorEnv) -> None:
+    """After a test on the shared replicator: is it still healthy?  When not (its process
+    exited, a MirrorMaker 2 task FAILED), the test's teardown errors, naming what broke,
+    the test's topics are deleted from the source (so a restarted replicator does not copy
+    again what broke it, e.g. a record it cannot carry), and the replicator is restarted
+    before the next test that needs it."""
+    rep = env.replicator
+    health = getattr(rep, "health", None)
+    problem = health() if callable(health) else ""
+    if not problem:
+        return
+    topics = sorted(getattr(request.node.funcargs.get("mirror_topics"), "created", {}) or ())
+    deleted = ""
+    if topics:
+        try:
+            env.source.admin().delete_topics(topics, operation_timeout=10)  # type: ignore[attr-defined]
+            deleted = f"; its topics are deleted from the source ({', '.join(topics)})"
+        except Exception as exc:
+            deleted = f"; deleting its topics from the source failed: {exc}"
+    session.broken_replicator = (request.node.nodeid, problem, "")
+    _fail(f"kafka-mirror: this test left the shared replicator ({rep.spec}) broken: {problem}{deleted}; it is "
+          f"restarted before the next test")
 
 
 @pytest.fixture

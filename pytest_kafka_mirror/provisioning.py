@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .clusters.base import Cluster
     from .replicators._readiness import TopicReadiness
 
-__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "resolve_mode"]
+__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "largest_record", "resolve_mode"]
 
 log = logging.getLogger("pytest_kafka_mirror.provisioning")
 
@@ -75,6 +75,29 @@ def declarations(item: Any) -> list[TopicDeclaration]:
         except (TypeError, ValueError) as exc:
             raise ValueError(f"@pytest.mark.{MARKER}{_call(mark)} on {item.nodeid}: {exc}") from None
     return out
+
+
+#: Kafka's default ``message.max.bytes``: what a topic without ``max.message.bytes`` accepts
+KAFKA_MESSAGE_MAX_BYTES = 1048588
+
+
+def largest_record(items: Iterable[Any], message_size: int) -> int:
+    """The largest record the session's tests may produce: the default message size, and
+    the ``max.message.bytes`` of every topic they declare (a source topic refuses anything
+    larger; one without it takes Kafka's default).  Replicators size their clients for it
+    (MirrorMaker 2's producer refuses a record over its ``max.request.size``, 1 MiB by
+    default, and Connect then kills the task for the rest of the session)."""
+    largest = max(message_size, KAFKA_MESSAGE_MAX_BYTES)
+    for item in items:
+        try:
+            decls = declarations(item)
+        except ValueError:
+            continue  # reported when the test runs
+        for d in decls:
+            value = dict(d.config).get("max.message.bytes", "")
+            if value.isdigit():
+                largest = max(largest, int(value))
+    return largest
 
 
 def _call(mark: Any) -> str:

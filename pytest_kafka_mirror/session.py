@@ -114,6 +114,12 @@ class KafkaMirrorSession:
         self.pool: TopicPool | None = None
         #: in an xdist worker, the run's share directory (the shared Spark Connect server's URL)
         self.share: ShareDir | None = None
+        #: the largest record the collected tests may produce (provisioning.largest_record);
+        #: None until collection (replicators then assume Kafka's default)
+        self.max_record_bytes: int | None = None
+        #: (test node id, what was wrong, why a restart failed or '') when a test left the
+        #: shared replicator broken: the next test restarts it (plugin.py ``_revive``)
+        self.broken_replicator: tuple[str, str, str] | None = None
 
     # -- infrastructure ----------------------------------------------------------------
     def _explicit(self, name: str) -> bool:
@@ -126,7 +132,8 @@ class KafkaMirrorSession:
         s = self.settings
         spec = s.source if role == "source" else s.target
         options = BackendOptions(
-            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home
+            startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home,
+            kafka_cache=s.kafka_cache,
         )
         return make_cluster(role, spec, workdir, options)
 
@@ -156,7 +163,9 @@ class KafkaMirrorSession:
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
             properties=s.replicator_properties + tuple(extra_properties),
             kafka_home=s.kafka_home,
+            kafka_cache=s.kafka_cache,
             warmup_topic=WARMUP_TOPIC,
+            max_record_bytes=self.max_record_bytes,
         )
         return make_replicator(s.replicator, source, target, workdir, options)
 
@@ -522,6 +531,9 @@ class MirrorFailover:
         if settings is None:
             import pytest
 
+            why = getattr(self.replicator, "no_translation", None)
+            if why:
+                pytest.skip(f"failover checks: {why}")
             pytest.skip(f"failover checks: the replicator {self.replicator.spec} does not say how it translates "
                         "consumer-group offsets; pass mirror_failover(run, settings=MM2_DEFAULTS.with_properties("
                         "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")

@@ -24,6 +24,8 @@ os.environ.setdefault("KAFKA_MIRROR_DOCKER_PULL", "0")
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
+
 #: Set in the environment of every pytester subprocess so its descendants can be found.
 TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
 
@@ -96,3 +98,12 @@ def spark() -> Iterator[SparkSession]:
         yield session
     finally:
         stop_spark()
+
+
+@pytest.fixture(scope="session")
+def kafka_release() -> KafkaRelease:
+    """The Apache Kafka release the tests run (tests/kafka.py: from the plugin's cache,
+    resolved from Maven Central on first use), with its broker and MirrorMaker 2."""
+    from tests.kafka import release_or_skip
+
+    return release_or_skip(need="mm2")

@@ -40,6 +40,8 @@ The pipeline's stages outside pytest.
   kafka-mirror broker                                    run an embedded Tansu broker until Ctrl-C
   kafka-mirror image build [--tag TAG]                   build the local Tansu image (FROM scratch)
   kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
+  kafka-mirror kafka install VERSION                     resolve an Apache Kafka release from Maven Central
+  kafka-mirror kafka list                                the cached releases (kafka:, mm2:, mm1:VERSION)
 
 produce, capture and verify are the pipeline's stages, one command each, to run on
 separate hosts that share the run directory.  compare needs no cluster and no Spark: it
@@ -307,6 +309,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .stages import add_stage_commands
 
     add_stage_commands(sub)
+    from .releases import add_kafka_commands
+
+    add_kafka_commands(sub, _add_option)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
     c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")
     c.add_argument("current", metavar="RUN_B", help="the run to check against RUN_A, same forms")

@@ -5,6 +5,9 @@
 ``container:IMAGE``        a broker container (Docker, host networking)
 ``kafka-home[:PATH]``      single-node KRaft Kafka from an unpacked
                            distribution (PATH defaults to --kafka-mirror-kafka-home)
+``kafka:VERSION[,brokers=N]``  the same Apache Kafka release resolved from Maven
+                           Central into the plugin's cache (``kafka_dist.py``);
+                           N combined nodes, replication factor min(N, 3)
 ``bootstrap:HOST:PORT,…``  an existing cluster, no lifecycle
 =========================  ==================================================
 
@@ -21,14 +24,17 @@ from dataclasses import dataclass
 
 from .base import Capabilities, Cluster, ClusterError
 
-__all__ = ["BackendOptions", "Capabilities", "Cluster", "ClusterError", "ClusterSpec", "make_cluster", "parse_cluster_spec"]
+__all__ = ["BackendOptions", "Capabilities", "Cluster", "ClusterError", "ClusterSpec", "kafka_spec_parts", "make_cluster",
+           "parse_cluster_spec"]
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9._\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$")
 
 ACCEPTED = (
     "tansu | container:IMAGE (e.g. container:kafka-mirror/tansu:local, container:apache/kafka:3.9.0) | "
-    "kafka-home[:PATH] | bootstrap:HOST:PORT[,HOST:PORT...]"
+    "kafka-home[:PATH] | kafka:VERSION[,brokers=N] (e.g. kafka:4.3.1, kafka:4.3.1,brokers=3) | "
+    "bootstrap:HOST:PORT[,HOST:PORT...]"
 )
+MAX_BROKERS = 5
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,8 @@ def parse_cluster_spec(text: str) -> ClusterSpec:
         except ValueError as exc:
             raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
         return ClusterSpec("container", arg.strip())
+    if kind == "kafka":
+        return _kafka_spec(text, arg)
     if kind == "kafka-home":
         if not arg:
             return ClusterSpec("kafka-home")  # the path comes from --kafka-mirror-kafka-home
@@ -74,6 +82,35 @@ def parse_cluster_spec(text: str) -> ClusterSpec:
     raise ValueError(f"unknown cluster spec {text!r}; accepted: {ACCEPTED}")
 
 
+def _kafka_spec(text: str, arg: str) -> ClusterSpec:
+    """``kafka:VERSION[,brokers=N]``, normalised (``brokers=1`` is left out)."""
+    from .kafka_dist import KRAFT_SINCE, format_version, parse_version
+
+    version, *options = [part.strip() for part in arg.split(",")]
+    if not version:
+        raise ValueError(f"{text!r}: kafka needs a release version, e.g. kafka:4.3.1; accepted: {ACCEPTED}")
+    try:
+        v = parse_version(version)
+    except ValueError as exc:
+        raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
+    if v < KRAFT_SINCE:
+        raise ValueError(f"{text!r}: kafka: runs KRaft brokers, Apache Kafka {format_version(KRAFT_SINCE)} or later "
+                         f"(for an older cluster use bootstrap:HOST:PORT); accepted: {ACCEPTED}")
+    brokers = 1
+    for option in options:
+        key, sep, value = option.partition("=")
+        if key != "brokers" or not sep or not value.isdigit() or not 1 <= int(value) <= MAX_BROKERS:
+            raise ValueError(f"{text!r}: {option!r} is not brokers=N (N from 1 to {MAX_BROKERS}); accepted: {ACCEPTED}")
+        brokers = int(value)
+    return ClusterSpec("kafka", version + (f",brokers={brokers}" if brokers > 1 else ""))
+
+
+def kafka_spec_parts(spec: ClusterSpec) -> tuple[str, int]:
+    """(version, brokers) of a ``kafka:`` spec."""
+    version, _, brokers = spec.arg.partition(",brokers=")
+    return version, int(brokers or 1)
+
+
 @dataclass(frozen=True)
 class BackendOptions:
     """Settings a backend may use; the defaults suit a use outside pytest."""
@@ -81,6 +118,7 @@ class BackendOptions:
     #: None: the backend's own default (tansu 20 s, JVM brokers 120 s, bootstrap 10 s to answer)
     startup_timeout: float | None = None
     kafka_home: str = ""  # for a bare ``kafka-home`` spec
+    kafka_cache: str = ""  # where ``kafka:VERSION`` releases are cached ("" = the default, kafka_dist.cache_dir)
 
 
 def _timeout(opts: BackendOptions, default: float) -> float:
@@ -107,19 +145,33 @@ def _container(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions)
 
 
 def _kafka_home(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
-    from .kafka_home import KafkaHomeCluster, check_kafka_home
+    from .kafka_dist import release_at
+    from .kafka_home import KafkaCluster
 
     home = spec.arg or opts.kafka_home
     if not home:
         raise ClusterError(
             f"{name}: the spec 'kafka-home' has no path and --kafka-mirror-kafka-home (env KAFKA_MIRROR_KAFKA_HOME) "
-            "is not set; give kafka-home:PATH or set the option"
+            "is not set; give kafka-home:PATH, kafka:VERSION or set the option"
         )
     try:
-        check_kafka_home(home)
+        release = release_at(home)
     except ValueError as exc:
         raise ClusterError(f"{name}: {exc} (from --kafka-mirror-kafka-home)") from None
-    return KafkaHomeCluster(name, home, workdir, startup_timeout=_timeout(opts, 120.0))
+    return KafkaCluster(name, release, workdir, startup_timeout=_timeout(opts, 120.0))
+
+
+def _kafka(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> Cluster:
+    from .kafka_dist import KafkaInstallError, cache_dir, release
+    from .kafka_home import KafkaCluster
+
+    version, brokers = kafka_spec_parts(spec)
+    try:
+        rel = release(version, cache_dir(opts.kafka_cache or None))
+    except KafkaInstallError as exc:
+        raise ClusterError(f"{name}: {exc}") from None
+    return KafkaCluster(name, rel, workdir, spec=f"kafka:{spec.arg}", brokers=brokers,
+                        startup_timeout=_timeout(opts, 120.0))
 
 
 BACKENDS: dict[str, Callable[[str, ClusterSpec, str, BackendOptions], Cluster]] = {
@@ -127,6 +179,7 @@ BACKENDS: dict[str, Callable[[str, ClusterSpec, str, BackendOptions], Cluster]] 
     "bootstrap": _bootstrap,
     "container": _container,
     "kafka-home": _kafka_home,
+    "kafka": _kafka,
 }
 
 

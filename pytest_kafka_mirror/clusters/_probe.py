@@ -189,7 +189,7 @@ def probe_capabilities(
         topic = f"kafka-mirror-probe-{name.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
         config = {"message.timestamp.type": "LogAppendTime"} if name == "log_append_time" else {}
         try:
-            admin.create_topics([NewTopic(topic, 1, 1, config=config)], operation_timeout=10)[topic].result(timeout=15)
+            admin.create_topics([NewTopic(topic, 1, cluster.replication_factor, config=config)], operation_timeout=10)[topic].result(timeout=15)
             created.append(topic)
             deadline = time.monotonic() + 10
             while cluster.partitions(topic) is None and time.monotonic() < deadline:

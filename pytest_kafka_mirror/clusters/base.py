@@ -150,6 +150,9 @@ class KafkaAdminMixin:
 
     name: str
     admin_timeout: float = 10.0
+    #: of every topic the plugin creates here: -1 is the broker's ``default.replication.factor``
+    #: (an existing cluster); the backends the plugin starts say theirs (3 on ``kafka:V,brokers=3``)
+    replication_factor: int = -1
     _admin: AdminClient | None = None
 
     @property
@@ -196,7 +199,7 @@ class KafkaAdminMixin:
         from confluent_kafka.admin import NewTopic
 
         futures = self.admin().create_topics(
-            [NewTopic(name, partitions, 1, config=config or {})], operation_timeout=self.admin_timeout
+            [NewTopic(name, partitions, self.replication_factor, config=config or {})], operation_timeout=self.admin_timeout
         )
         try:
             futures[name].result(timeout=self.admin_timeout)

@@ -156,6 +156,8 @@ _PORT_NAMES = {
 class ContainerCluster(RunnerClusterMixin):
     """One single-node broker container.  ``start()`` returns when it answers metadata."""
 
+    replication_factor = 1
+
     def __init__(self, name: str, image: str, workdir: str | os.PathLike[str], *, startup_timeout: float = 120.0) -> None:
         self.name = name
         self.image = image

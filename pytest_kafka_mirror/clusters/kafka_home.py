@@ -1,65 +1,70 @@
-"""``kafka-home:PATH``: single-node KRaft Apache Kafka from an unpacked distribution.
+"""``kafka-home:PATH`` and ``kafka:VERSION[,brokers=N]``: Apache Kafka in KRaft mode, run with ``java -cp``.
 
-Start = render ``server.properties`` into the work dir (combined broker + controller,
-listeners on free loopback ports, log dir in the work dir, internal topics with
-replication factor 1), ``bin/kafka-storage.sh format``, ``bin/kafka-server-start.sh``,
-then wait until the broker answers metadata.  Stop = SIGTERM (controlled shutdown),
-SIGKILL after ``stop_timeout``.
+Both run the jars of a :class:`~.kafka_dist.KafkaRelease`: an unpacked distribution
+(``kafka-home:PATH``) or a release the plugin resolved from Maven Central into its cache
+(``kafka:VERSION``).  No ``bin/`` script is needed: each node is ``java -cp libs/*
+kafka.Kafka server.properties`` (:meth:`KafkaRelease.java_argv`, the command line
+``kafka-run-class.sh`` builds), its storage formatted by ``kafka.tools.StorageTool``.
+
+Start = render one ``server.properties`` per node into the work dir (combined broker +
+controller, listeners on free loopback ports, log dir in the work dir), format every log
+dir, start every node, then wait until the cluster's metadata shows every broker.
+Stop = SIGTERM (controlled shutdown), SIGKILL after ``stop_timeout``.
 
 The KRaft quorum is configured the way the distribution's own quickstart does it:
 
-* Kafka >= 3.9 (KIP-853): ``controller.quorum.bootstrap.servers`` and
-  ``kafka-storage.sh format --standalone`` (a dynamic quorum of one);
-* older 3.x: a static ``controller.quorum.voters`` and a plain ``format``.
+* one node, Kafka >= 3.9 (KIP-853): ``controller.quorum.bootstrap.servers`` and ``format
+  --standalone`` (a dynamic quorum of one);
+* one node before 3.9, and every multi-node cluster: a static ``controller.quorum.voters``
+  and a plain ``format`` of each node with the same cluster id.
 
-Both formats pass ``--ignore-formatted`` so a restart into the same log dir keeps the data.
-The version comes from the ``libs/kafka-clients-X.Y.Z.jar`` (or ``kafka_2.13-X.Y.Z.jar``)
-file name; an unknown version is treated as current.
+Every format passes ``--ignore-formatted`` so a restart into the same log dir keeps the data.
+
+With ``brokers=N`` (N >= 2) the cluster is N combined nodes, topics get replication factor
+min(N, 3) and ``min.insync.replicas`` 2 (as the internal topics): a broker killed or
+restarted mid-run moves its partitions' leadership for real.  :meth:`KafkaCluster.broker`
+gives one node's lifecycle verbs (``kill(cluster.broker(2))``); the cluster's own verbs act
+on every node, ``restart()`` one node after the other (a rolling restart).
+
+Heaps: 512 MB for a single broker, 384 MB per node of a multi-node cluster (a scenario
+session runs two clusters, a MirrorMaker 2 per xdist worker and a Spark driver on one
+2-core, 24 GB machine); ``KAFKA_HEAP_OPTS`` overrides them, as for the scripts.
 """
 
 from __future__ import annotations
 
 import os
-import re
+import signal
 import subprocess
 import time
 from pathlib import Path
 
 from ..processes.managed import ManagedProcess
-from .base import Capabilities, ClusterError, RunnerClusterMixin, free_port, kraft_cluster_id
+from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
+from .kafka_dist import KafkaRelease, Version, release_at
 
-__all__ = ["KafkaHomeCluster", "check_kafka_home", "kafka_version", "render_server_properties", "storage_format_argv"]
+__all__ = ["KafkaCluster", "KafkaNode", "check_kafka_home", "kafka_version", "render_server_properties",
+           "storage_format_argv"]
 
-_JAR = re.compile(r"^kafka(?:-clients|_[0-9.]+)-(\d+)\.(\d+)\.(\d+)(?:[.-].*)?\.jar$")
 DYNAMIC_QUORUM_SINCE = (3, 9)
+#: loggers quietened to WARN in a broker's log (per request / per state change lines)
+QUIET_LOGGERS = ("kafka.request.logger", "state.change.logger", "kafka.log.LogCleaner", "org.apache.kafka.storage")
 
 
-def check_kafka_home(path: str | os.PathLike[str], *, script: str = "kafka-server-start.sh") -> Path:
-    """``path`` as a Path if it is an unpacked Kafka distribution (has ``bin/SCRIPT``), else ValueError."""
-    home = Path(path).expanduser()
-    if not home.is_dir():
-        raise ValueError(f"{str(path)!r} is not a directory (expected an unpacked Apache Kafka distribution)")
-    if not (home / "bin" / script).is_file():
-        raise ValueError(f"{str(path)!r} has no bin/{script}: not an unpacked Apache Kafka distribution")
-    return home.resolve()
+def check_kafka_home(path: str | os.PathLike[str], *, need: str = "broker") -> Path:
+    """``path`` as a Path if it holds Apache Kafka's ``libs/`` with ``need``, else ValueError."""
+    return release_at(path, need=need).home
 
 
-def kafka_version(home: str | os.PathLike[str]) -> tuple[int, int, int] | None:
-    """The distribution's version from its jar names, or None when it cannot be told."""
-    libs = Path(home) / "libs"
-    try:
-        names = sorted(p.name for p in libs.iterdir())
-    except OSError:
-        return None
-    for name in names:
-        m = _JAR.match(name)
-        if m:
-            return int(m.group(1)), int(m.group(2)), int(m.group(3))
-    return None
+def kafka_version(home: str | os.PathLike[str]) -> Version | None:
+    """The release's version from its jar names, or None when it cannot be told."""
+    from .kafka_dist import _version_of
+
+    return _version_of(Path(home) / "libs")
 
 
-def _dynamic_quorum(version: tuple[int, int, int] | None) -> bool:
-    return version is None or version[:2] >= DYNAMIC_QUORUM_SINCE
+def _dynamic_quorum(version: Version | None, nodes: int = 1) -> bool:
+    return nodes == 1 and (version is None or version[:2] >= DYNAMIC_QUORUM_SINCE)
 
 
 def render_server_properties(
@@ -68,153 +73,324 @@ def render_server_properties(
     port: int,
     controller_port: int,
     log_dir: str | os.PathLike[str],
-    version: tuple[int, int, int] | None,
+    version: Version | None,
+    voters: dict[int, int] | None = None,
+    link: tuple[int, int] | None = None,
     extra: dict[str, str] | None = None,
 ) -> str:
-    """The ``server.properties`` of a single-node combined broker + controller on 127.0.0.1."""
+    """The ``server.properties`` of one combined broker + controller node on 127.0.0.1.
+
+    ``voters`` (node id -> controller port) makes it one node of a static quorum of
+    several; replication factors are then min(nodes, 3) with ``min.insync.replicas`` 2.
+    ``link`` = (P, Q): a ``LINK`` listener on port Q that advertises 127.0.0.1:P, where a
+    faultable link (``faults.schedule.Link``) forwards to it: a client that bootstraps
+    through the link is told to connect through the link.
+    """
+    nodes = len(voters) if voters else 1
+    listeners = [f"PLAINTEXT://127.0.0.1:{port}", f"CONTROLLER://127.0.0.1:{controller_port}"]
+    advertised = [f"PLAINTEXT://127.0.0.1:{port}"]
+    protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    if link is not None:
+        listeners.append(f"LINK://127.0.0.1:{link[1]}")
+        advertised.append(f"LINK://127.0.0.1:{link[0]}")
+        protocols += ",LINK:PLAINTEXT"
     props: dict[str, str] = {
         "node.id": str(node_id),
         "process.roles": "broker,controller",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listeners": ",".join(listeners),
+        "advertised.listeners": ",".join(advertised),
+        "listener.security.protocol.map": protocols,
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
     }
-    if _dynamic_quorum(version):
+    if _dynamic_quorum(version, nodes):
         props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{controller_port}"
     else:
-        props["controller.quorum.voters"] = f"{node_id}@127.0.0.1:{controller_port}"
+        quorum = voters or {node_id: controller_port}
+        props["controller.quorum.voters"] = ",".join(f"{n}@127.0.0.1:{p}" for n, p in sorted(quorum.items()))
+    rf, isr = str(min(nodes, 3)), str(min(nodes, 2))
     props.update({
         "log.dirs": str(log_dir),
         "num.partitions": "1",
-        "offsets.topic.replication.factor": "1",
-        "transaction.state.log.replication.factor": "1",
-        "transaction.state.log.min.isr": "1",
-        "share.coordinator.state.topic.replication.factor": "1",
-        "share.coordinator.state.topic.min.isr": "1",
+        "default.replication.factor": rf,
+        "min.insync.replicas": isr,
+        "offsets.topic.replication.factor": rf,
+        "transaction.state.log.replication.factor": rf,
+        "transaction.state.log.min.isr": isr,
+        "share.coordinator.state.topic.replication.factor": rf,
+        "share.coordinator.state.topic.min.isr": isr,
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
     })
     props.update(extra or {})
-    lines = ["# rendered by pytest-kafka-mirror (kafka-home backend): single-node KRaft on loopback"]
+    kind = "single-node" if nodes == 1 else f"node {node_id} of {nodes}"
+    lines = [f"# rendered by pytest-kafka-mirror: {kind} KRaft on loopback"]
     lines += [f"{k}={v}" for k, v in props.items()]
     return "\n".join(lines) + "\n"
 
 
-def storage_format_argv(
-    home: str | os.PathLike[str], cluster_id: str, properties: str | os.PathLike[str], version: tuple[int, int, int] | None
-) -> list[str]:
-    argv = [str(Path(home) / "bin" / "kafka-storage.sh"), "format", "-t", cluster_id, "-c", str(properties)]
-    if _dynamic_quorum(version):
+def storage_format_argv(cluster_id: str, properties: str | os.PathLike[str], version: Version | None,
+                        nodes: int = 1) -> list[str]:
+    """``StorageTool``'s arguments that format one node's log dir (run with :meth:`KafkaRelease.java_argv`)."""
+    argv = ["format", "-t", cluster_id, "-c", str(properties)]
+    if _dynamic_quorum(version, nodes):
         argv.append("--standalone")
     argv.append("--ignore-formatted")
     return argv
 
 
-class KafkaHomeCluster(RunnerClusterMixin):
-    """A single-node KRaft Kafka run from ``home``; its logs and data live in ``workdir``."""
+class KafkaNode:
+    """One broker + controller process of a :class:`KafkaCluster`; a fault target of its own."""
+
+    def __init__(self, cluster: KafkaCluster, node_id: int) -> None:
+        self.cluster = cluster
+        self.node_id = node_id
+        self.workdir = cluster.workdir if cluster.nodes == 1 else cluster.workdir / f"node-{node_id}"
+        self.properties = self.workdir / "server.properties"
+        self.log_dir = self.workdir / "data"
+        self.port: int | None = None
+        self.controller_port: int | None = None
+        #: (P, Q) of the LINK listener (see :func:`render_server_properties`)
+        self.link: tuple[int, int] | None = None
+        self.runner: ManagedProcess | None = None
+
+    @property
+    def fault_name(self) -> str:
+        """How a fault on this node reads in the report's markers."""
+        return f"{self.cluster.name} broker {self.node_id} ({self.cluster.spec})"
+
+    def _argv(self, main: str, args: list[str], heap: str) -> list[str]:
+        log_config = self.cluster.release.write_log_config(self.workdir, QUIET_LOGGERS)
+        return self.cluster.release.java_argv(main, args, heap=heap, log_config=log_config)
+
+    def format_process(self) -> subprocess.Popen[bytes]:
+        argv = self._argv("kafka.tools.StorageTool", storage_format_argv(
+            self.cluster.cluster_id, self.properties, self.cluster.version, self.cluster.nodes), "-Xmx256M")
+        log = open(self.workdir / "format.log", "wb")
+        with log:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    cwd=self.workdir)
+
+    def launch(self) -> ManagedProcess:
+        proc = ManagedProcess(
+            f"{self.cluster.name} (kafka {self.cluster.version_text} node {self.node_id} :{self.port})",
+            self._argv("kafka.Kafka", [str(self.properties)], self.cluster.heap),
+            self.workdir / "kafka.log",
+            cwd=self.workdir,
+        )
+        self.runner = proc.start()
+        return proc
+
+    @property
+    def running(self) -> bool:
+        return self.runner is not None and self.runner.running
+
+    # -- a node's lifecycle verbs (fault targets) ---------------------------------------------
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.stop(timeout=self.cluster.stop_timeout)
+        self.cluster._admin = None
+
+    def kill(self) -> None:
+        if self.runner is not None:
+            self.runner.kill()
+        self.cluster._admin = None
+
+    def pause(self) -> None:
+        if self.runner is None:
+            raise ClusterError(f"cannot pause {self.fault_name}: it is not started")
+        self.runner.pause()
+
+    def resume(self) -> None:
+        if self.runner is None:
+            raise ClusterError(f"cannot resume {self.fault_name}: it is not started")
+        self.runner.resume()
+
+    def start(self) -> None:
+        """Start this node again (same ports and log dir) and wait until it is back in the cluster."""
+        if self.running:
+            raise ClusterError(f"{self.fault_name} is already running")
+        self.launch()
+        self.cluster._await_brokers([self])
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+    def logs(self, lines: int = 50) -> str:
+        return self.runner.log_tail(lines) if self.runner is not None else ""
+
+
+class KafkaCluster(KafkaAdminMixin):
+    """KRaft Apache Kafka from ``release``: one combined node, or ``brokers`` of them."""
 
     def __init__(
         self,
         name: str,
-        home: str | os.PathLike[str],
+        release: KafkaRelease,
         workdir: str | os.PathLike[str],
         *,
+        spec: str | None = None,
+        brokers: int = 1,
         startup_timeout: float = 120.0,
         stop_timeout: float = 30.0,
-        heap: str = "-Xmx512M -Xms256M",
+        heap: str | None = None,
     ) -> None:
+        if brokers < 1:
+            raise ValueError(f"brokers must be at least 1, got {brokers}")
         self.name = name
-        self.home = check_kafka_home(home)
-        self.spec = f"kafka-home:{self.home}"
+        self.release = release
+        self.home = release.home
+        self.version = release.version
+        self.spec = spec or f"kafka-home:{self.home}"
         self.workdir = Path(workdir) / name
+        self.nodes = brokers
+        self.replication_factor = min(brokers, 3)
         self.startup_timeout = startup_timeout
         self.stop_timeout = stop_timeout
-        self.heap = heap
-        self.version = kafka_version(self.home)
+        self.heap = heap or ("-Xms256M -Xmx512M" if brokers == 1 else "-Xms192M -Xmx384M")
         self.cluster_id = kraft_cluster_id()
-        self.port: int | None = None
-        self.controller_port: int | None = None
-        self.runner: ManagedProcess | None = None
-        self.properties = self.workdir / "server.properties"
-        self.log_dir = self.workdir / "data"
+        self.brokers = [KafkaNode(self, i + 1) for i in range(brokers)]
         self._caps: Capabilities | None = None
 
     @property
-    def bootstrap_servers(self) -> str:
-        if self.port is None:
-            raise ClusterError(f"{self.name} is not started")
-        return f"127.0.0.1:{self.port}"
-
-    def _env(self) -> dict[str, str]:
-        env = dict(os.environ)
-        env.setdefault("KAFKA_HEAP_OPTS", self.heap)
-        env["LOG_DIR"] = str(self.workdir / "logs")  # kafka-run-class.sh writes server.log etc. there
-        return env
-
-    def _format(self) -> None:
-        argv = storage_format_argv(self.home, self.cluster_id, self.properties, self.version)
-        try:
-            out = subprocess.run(
-                argv, capture_output=True, text=True, timeout=120, env=self._env(), stdin=subprocess.DEVNULL, check=False
-            )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise ClusterError(f"{self.name}: {' '.join(argv)} failed: {exc}") from None
-        (self.workdir / "format.log").write_text(out.stdout + out.stderr)
-        if out.returncode != 0:
-            raise ClusterError(
-                f"{self.name}: formatting the log dir failed (exit {out.returncode}): {' '.join(argv)}\n"
-                f"{(out.stdout + out.stderr)[-2000:]}"
-            )
-
-    def start(self) -> None:
-        """Render, format (first start only) and start; returns when metadata answers."""
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        if self.port is None:  # first start; a restart keeps ports and data
-            self.port, self.controller_port = free_port(), free_port()
-            self.properties.write_text(render_server_properties(
-                node_id=1, port=self.port, controller_port=self.controller_port, log_dir=self.log_dir, version=self.version
-            ))
-            self._format()
-        proc = ManagedProcess(
-            f"{self.name} (kafka {self.home.name} :{self.port})",
-            [str(self.home / "bin" / "kafka-server-start.sh"), str(self.properties)],
-            self.workdir / "kafka-server-start.log",
-            env=self._env(),
-            cwd=self.workdir,
-        )
-        proc.start()
-        self.runner = proc
-        self._admin = None
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            if not proc.running:
-                proc.stop()
-                self._admin = None
-                raise ClusterError(f"{self.name}: Kafka exited during start-up: {proc.describe_exit()}")
-            left = deadline - time.monotonic()
-            try:
-                if self.ping(timeout=max(0.5, min(3.0, left))) > 0:
-                    return
-            except ClusterError as exc:
-                if time.monotonic() >= deadline:
-                    proc.stop(self.stop_timeout)
-                    self._admin = None
-                    raise ClusterError(
-                        f"{exc}; Kafka from {self.home} did not answer metadata within {self.startup_timeout:g} s. "
-                        f"Last log lines:\n{proc.log_tail()}"
-                    ) from None
-            time.sleep(0.2)
+    def version_text(self) -> str:
+        return self.release.version_text
 
     @property
-    def process(self) -> ManagedProcess | None:
-        return self.runner
+    def bootstrap_servers(self) -> str:
+        if self.brokers[0].port is None:
+            raise ClusterError(f"{self.name} is not started")
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers)
+
+    def link_listener(self) -> tuple[int, int] | None:
+        """(P, Q) for a faultable link: the broker listens on Q for it and advertises P,
+        where the link listens (single-node clusters; links forward to one broker)."""
+        return self.brokers[0].link if self.nodes == 1 else None
+
+    def broker(self, node_id: int) -> KafkaNode:
+        """Node ``node_id`` (1-based): its own stop / kill / start / restart / pause / resume."""
+        if not 1 <= node_id <= self.nodes:
+            raise ValueError(f"{self.name} has brokers 1..{self.nodes}, not {node_id}")
+        return self.brokers[node_id - 1]
+
+    @property
+    def runner(self) -> ManagedProcess | None:
+        """The process of a single-node cluster (None for several nodes)."""
+        return self.brokers[0].runner if self.nodes == 1 else None
+
+    process = runner
+
+    def _render_and_format(self) -> None:
+        for b in self.brokers:
+            b.port, b.controller_port = free_port(), free_port()
+            b.link = (free_port(), free_port()) if self.nodes == 1 else None
+        voters = {b.node_id: b.controller_port for b in self.brokers} if self.nodes > 1 else None
+        for b in self.brokers:
+            assert b.port is not None and b.controller_port is not None
+            b.workdir.mkdir(parents=True, exist_ok=True)
+            b.properties.write_text(render_server_properties(
+                node_id=b.node_id, port=b.port, controller_port=b.controller_port, log_dir=b.log_dir,
+                version=self.version, voters=voters, link=b.link))
+        formats = [(b, b.format_process()) for b in self.brokers]
+        for b, proc in formats:
+            try:
+                rc = proc.wait(120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                rc = -9
+            if rc != 0:
+                text = (b.workdir / "format.log").read_text(errors="replace")
+                raise ClusterError(
+                    f"{self.name}: formatting the log dir of node {b.node_id} failed (exit {rc}): "
+                    f"kafka.tools.StorageTool {' '.join(storage_format_argv(self.cluster_id, b.properties, self.version, self.nodes))}"
+                    f"\n{text[-2000:]}")
+
+    def start(self) -> None:
+        """Render and format (first start only), start every node; returns when metadata shows them all."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        if self.brokers[0].port is None:  # first start; a restart keeps ports and data
+            self._render_and_format()
+        try:
+            for b in self.brokers:
+                if not b.running:
+                    b.launch()
+            self._await_brokers(self.brokers)
+        except BaseException:
+            self.kill()
+            raise
+
+    def _await_brokers(self, nodes: list[KafkaNode]) -> None:
+        """Until metadata lists every node of the cluster (``nodes``: the ones just started,
+        whose exit during start-up is an error with their log)."""
+        from confluent_kafka import KafkaException
+
+        self._admin = None
+        deadline = time.monotonic() + self.startup_timeout
+        want = {b.node_id for b in self.brokers}
+        last = "no answer yet"
+        while True:
+            for b in nodes:
+                if b.runner is not None and not b.runner.running:
+                    raise ClusterError(f"{self.name}: Kafka exited during start-up: {b.runner.describe_exit()}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                tails = "\n".join(f"node {b.node_id}:\n{b.logs(15)}" for b in nodes)
+                raise ClusterError(
+                    f"{self.name}: Kafka {self.version_text} from {self.home} did not show its {self.nodes} "
+                    f"broker(s) in metadata within {self.startup_timeout:g} s ({last}). Last log lines:\n{tails}")
+            try:
+                md = self.admin().list_topics(timeout=max(0.5, min(3.0, left)))
+                seen = set(md.brokers)
+                if want <= seen:
+                    return
+                last = f"metadata shows brokers {sorted(seen)}"
+            except KafkaException as exc:
+                last = str(exc.args[0] if exc.args else exc)
+            time.sleep(0.2)
+
+    # -- the whole cluster's lifecycle -------------------------------------------------------------
+    def stop(self) -> None:
+        """SIGTERM every node at once (a controlled shutdown), SIGKILL what is left after
+        ``stop_timeout``.  (One after the other, the last nodes would wait out the timeout:
+        without a quorum of controllers their controlled shutdown cannot complete.)"""
+        running = [b.runner for b in self.brokers if b.runner is not None and b.runner.running]
+        for proc in running:
+            if proc.paused:
+                proc.resume()
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.stop_timeout
+        for proc in running:
+            proc.stop(timeout=max(0.1, deadline - time.monotonic()))
+        self._admin = None
+
+    def kill(self) -> None:
+        for b in self.brokers:
+            b.kill()
+        self._admin = None
+
+    def pause(self) -> None:
+        for b in self.brokers:
+            b.pause()
+
+    def resume(self) -> None:
+        for b in self.brokers:
+            b.resume()
 
     def restart(self) -> None:
-        """Stop and start on the same ports and log dir: the data survives."""
-        self.stop()
-        self.start()
+        """Stop and start on the same ports and log dirs: the data survives.  Several nodes:
+        one after the other, each back in the cluster before the next stops (a rolling restart)."""
+        if self.nodes == 1:
+            self.stop()
+            self.start()
+            return
+        for b in self.brokers:
+            b.restart()
+
+    def logs(self, lines: int = 50) -> str:
+        if self.nodes == 1:
+            return self.brokers[0].logs(lines)
+        return "\n".join(f"-- node {b.node_id}\n{b.logs(lines)}" for b in self.brokers)
 
     def capabilities(self) -> Capabilities:
         if self._caps is None:
@@ -223,12 +399,13 @@ class KafkaHomeCluster(RunnerClusterMixin):
             self._caps = probe_capabilities(
                 self,
                 delete_records=True,
-                declared={"restart_keeps_data": (True, "the log dir is on disk in the work dir and reused by restart()")},
+                declared={"restart_keeps_data": (True, "the log dirs are on disk in the work dir and reused by restart()")},
                 lifecycle=True,
             )
         return self._caps
 
     def describe(self) -> str:
-        v = ".".join(map(str, self.version)) if self.version else "unknown version"
-        state = f"pid {self.process.pid}" if self.process and self.process.running else "stopped"
-        return f"{self.name}: Kafka {v} from {self.home} at {self.bootstrap_servers if self.port else '-'} ({state})"
+        running = [b for b in self.brokers if b.running]
+        state = (", ".join(f"node {b.node_id} pid {b.runner.pid}" for b in running if b.runner) or "stopped")
+        where = self.bootstrap_servers if self.brokers[0].port else "-"
+        return f"{self.name}: Kafka {self.version_text} from {self.home}, {self.nodes} broker(s) at {where} ({state})"

@@ -92,6 +92,9 @@ class ShareDir:
                 data: dict[str, Any] = {
                     "role": role, "spec": cluster.spec, "bootstrap_servers": cluster.bootstrap_servers,
                     "capabilities": caps, "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
+                    # what a replicator's configuration depends on (replicators/mm2.py)
+                    "flavour": "tansu" if cluster.spec == "tansu" else getattr(cluster, "flavour", ""),
+                    "replication_factor": getattr(cluster, "replication_factor", -1),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
@@ -133,6 +136,8 @@ class SharedCluster(BootstrapCluster):
         super().__init__(name, str(endpoint["bootstrap_servers"]))
         self.spec = f"{endpoint['spec']} (shared by the xdist workers)"
         self._caps = Capabilities(**endpoint.get("capabilities", {}))
+        self.flavour = str(endpoint.get("flavour", ""))
+        self.replication_factor = int(endpoint.get("replication_factor", -1))
 
     def capabilities(self) -> Capabilities:
         return self._caps

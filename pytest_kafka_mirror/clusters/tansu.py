@@ -87,6 +87,8 @@ TANSU_GAPS = {
 class TansuCluster(KafkaAdminMixin):
     """One single-broker Tansu cluster; ``start()`` returns when it answers metadata."""
 
+    replication_factor = 1
+
     def __init__(self, name: str, workdir: str | os.PathLike[str], *, startup_timeout: float = 20.0) -> None:
         self.name = name
         self.spec = "tansu"

@@ -310,9 +310,20 @@ class Link:
 
     ``origin`` is the cluster's ``HOST:PORT`` (a single broker: the Kafka-aware proxy
     forwards to one origin).  :attr:`bootstrap_servers` is what the replicator is given.
+
+    Two ways to make every connection of the replicator's clients cross the link (the
+    broker's metadata must name the link, not the broker):
+
+    * a broker with a listener for the link (``listener=(P, Q)``: Apache Kafka's ``LINK``
+      listener on port Q advertises 127.0.0.1:P, see ``clusters/kafka_home.py``): the delay
+      proxy listens on P and forwards to Q, nothing else;
+    * any other broker: Tansu's Kafka-aware ``tansu proxy`` rewrites the metadata to
+      advertise the link's port, behind the delay proxy.  (It cannot parse Apache Kafka
+      4.3's responses: "maximum tagged fields exceeded".)
     """
 
-    def __init__(self, name: str, origin: str, workdir: str | Path, *, startup_timeout: float = 20.0) -> None:
+    def __init__(self, name: str, origin: str, workdir: str | Path, *, startup_timeout: float = 20.0,
+                 listener: tuple[int, int] | None = None) -> None:
         if "," in origin:
             raise FaultError(
                 f"link {name}: a faultable link forwards to one broker, but the cluster has several "
@@ -330,6 +341,7 @@ class Link:
         self._generation = 0
         self.delay_ms = 0.0
         self.jitter_ms = 0.0
+        self.listener = listener
 
     @property
     def bootstrap_servers(self) -> str:
@@ -346,31 +358,31 @@ class Link:
         from ..clusters.tansu import tansu_binary
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        port, inner = free_port(), free_port()
+        port, inner = self.listener or (free_port(), free_port())
         self._write_control()
         ready = Path(f"{self.control_file}.ready")
         ready.unlink(missing_ok=True)
         try:
-            self._proxy = ManagedProcess(
-                f"{self.name} link (tansu proxy :{inner})",
-                [tansu_binary(), "proxy", "--listener-url", f"tcp://127.0.0.1:{inner}",
-                 "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--origin-url", f"tcp://{self.origin}"],
-                self.workdir / f"{self.name}-link-proxy.log",
-            ).start()
+            if self.listener is None:
+                self._proxy = ManagedProcess(
+                    f"{self.name} link (tansu proxy :{inner})",
+                    [tansu_binary(), "proxy", "--listener-url", f"tcp://127.0.0.1:{inner}",
+                     "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--origin-url", f"tcp://{self.origin}"],
+                    self.workdir / f"{self.name}-link-proxy.log",
+                ).start()
             self._delayer = ManagedProcess(
                 f"{self.name} link (delay :{port})",
                 [sys.executable, "-m", "pytest_kafka_mirror.faults.linkproxy", "--listen", str(port),
                  "--upstream", f"127.0.0.1:{inner}", "--control", str(self.control_file)],
                 self.workdir / f"{self.name}-link-delay.log",
             ).start()
-            proxy, delayer = self._proxy, self._delayer
+            processes = [p for p in (self._proxy, self._delayer) if p is not None]
             wait_until(
-                lambda: (ready.exists() and tcp_reachable("127.0.0.1", inner)) or not proxy.running
-                or not delayer.running,
+                lambda: (ready.exists() and tcp_reachable("127.0.0.1", inner)) or not all(p.running for p in processes),
                 self.startup_timeout,
                 f"the {self.name} link to listen on 127.0.0.1:{port}",
             )
-            for p in (proxy, delayer):
+            for p in processes:
                 if not p.running:
                     raise ProcessFailed(p.describe_exit())
         except (ProcessFailed, TimeoutError) as exc:

@@ -157,6 +157,10 @@ def wait_until(
         time.sleep(interval)
 
 
+#: what marks an error line in a process's log (log4j levels, Java exceptions, Python tracebacks)
+ERROR_MARKERS = (" ERROR ", "Exception:", "Error:", "Traceback (most recent call last)")
+
+
 class ManagedProcess:
     """A subprocess with a name, a log file and a guaranteed end."""
 
@@ -176,6 +180,8 @@ class ManagedProcess:
         self.cwd = cwd
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
+        #: when the last start() happened (epoch seconds; 0: never)
+        self.started_at = 0.0
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> ManagedProcess:
@@ -187,6 +193,7 @@ class ManagedProcess:
         if detach is not None:
             argv = [sys.executable, "-m", "pytest_kafka_mirror.processes.supervise", "--watch", str(detach[0]), "--", *argv]
         log = open(self.log_path, "ab")
+        self.started_at = time.time()
         try:
             self.proc = _spawn(
                 lambda: subprocess.Popen(
@@ -304,10 +311,28 @@ class ManagedProcess:
             return ""
         return "\n".join(data.splitlines()[-lines:])
 
+    def first_error(self, markers: Sequence[str] = ERROR_MARKERS) -> str:
+        """The first line of the log holding one of ``markers`` ('' when none): a JVM that
+        fails early goes on logging its shutdown, which buries the cause under the tail."""
+        try:
+            with open(self.log_path, "rb") as f:
+                for raw in f:
+                    line = raw.decode(errors="replace").rstrip()
+                    if any(m in line for m in markers):
+                        cause = next(f, b"").decode(errors="replace").strip()  # log4j: the exception follows
+                        if "Exception" in cause or "Error" in cause:
+                            line = f"{line} | {cause}"
+                        return line[:500]
+        except OSError:
+            pass
+        return ""
+
     def describe_exit(self) -> str:
         tail = self.log_tail()
+        first = self.first_error()
         return (
             f"{self.name} (pid {self.pid}) exited with code {self.returncode}; log {self.log_path}"
+            + (f"; its first error: {first}" if first and first not in tail else "")
             + (f", last lines:\n{tail}" if tail else " is empty")
         )
 

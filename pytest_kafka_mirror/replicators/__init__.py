@@ -1,6 +1,18 @@
 """Replicator backends, chosen by a spec string (``--kafka-mirror-replicator``).
 
-==========================  ========================================================"""
+==============================  ======================================================
+``reference[:KNOBS]``           the built-in mirror process (``reference/``), the default
+``mm2:VERSION``                 MirrorMaker 2 of an Apache Kafka release the plugin resolves
+                                from Maven Central into its cache (``clusters/kafka_dist.py``)
+``mm2[:KAFKA_HOME]``            MirrorMaker 2 from an unpacked distribution (``mm2.py``)
+``mm2:container:IMAGE``         MirrorMaker 2 in a container
+``mm1:VERSION`` / ``mm1:PATH``  the legacy MirrorMaker of Kafka <= 3.9 (``mm1.py``)
+``command:TEMPLATE``            any replicator started by a command (``command.py``)
+``external:POLICY``             already running (``external.py``)
+==============================  ======================================================
+
+A backend is one module; adding one means adding it and one entry in :data:`BACKENDS`.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +29,7 @@ from .reference.knobs import FaultLedger, Knobs, parse_knobs
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
+    from ..clusters.kafka_dist import KafkaRelease
 
 __all__ = [
     "MM2_DEFAULTS",
@@ -36,7 +49,8 @@ __all__ = [
 ]
 
 ACCEPTED = (
-    "reference | mm2[:KAFKA_HOME] | mm2:container:IMAGE | command:TEMPLATE (placeholders {source} {target} "
+    "reference | mm2:VERSION (e.g. mm2:4.3.1, resolved from Maven Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | "
+    "mm1:VERSION (the legacy MirrorMaker, Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
     "e.g. reference:drop=0.01,seed=7; behaviour like a real replicator: like=mm2, discovery_delay=S, "
     "rebalance_pause=S, restart_delay=S, discovery_interval=S)"
@@ -87,9 +101,11 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
 
                 mm2_container_script(arg[len("container:"):].strip())
                 return ReplicatorSpec("mm2", "container:" + arg[len("container:"):].strip())
-            from ..clusters.kafka_home import check_kafka_home
-
-            return ReplicatorSpec("mm2", str(check_kafka_home(arg, script="connect-mirror-maker.sh")))
+            return ReplicatorSpec("mm2", _release_arg(arg, "mm2"))
+        if kind == "mm1":
+            if not arg:
+                raise ValueError("mm1 needs a release: mm1:VERSION (e.g. mm1:3.9.1) or mm1:KAFKA_HOME")
+            return ReplicatorSpec("mm1", _release_arg(arg, "mm1"))
         if kind == "command":
             from .command import check_template
 
@@ -104,6 +120,41 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
     raise ValueError(f"unknown replicator spec {text!r}; accepted: {ACCEPTED}")
 
 
+def _release_arg(arg: str, component: str) -> str:
+    """A release version as it is (``4.3.1``, checked), or the resolved path of an
+    unpacked distribution that has ``component``."""
+    from ..clusters.kafka_dist import MM1_UNTIL, format_version, parse_version, release_at
+
+    arg = arg.strip()
+    if arg[:1].isdigit():
+        version = parse_version(arg)
+        if component == "mm1" and version >= MM1_UNTIL:
+            raise ValueError(f"the legacy MirrorMaker (kafka.tools.MirrorMaker) ended with Kafka 3.9, "
+                             f"{format_version(version)} has none: use mm2:{arg}")
+        return arg
+    return str(release_at(arg, need=component).home)
+
+
+def _release(spec: ReplicatorSpec, opts: ReplicatorOptions, component: str) -> KafkaRelease:
+    """The release a ``mm2:`` / ``mm1:`` spec names: a cached version (installed on first
+    use), an unpacked distribution, or ``--kafka-mirror-kafka-home``."""
+    from ..clusters.kafka_dist import KafkaInstallError, cache_dir, release, release_at
+
+    arg = spec.arg or opts.kafka_home
+    if not arg:
+        raise ReplicatorError(
+            f"the spec '{spec.kind}' has no release and --kafka-mirror-kafka-home (env KAFKA_MIRROR_KAFKA_HOME) is "
+            f"not set; give {spec.kind}:VERSION (e.g. {spec.kind}:{'3.9.1' if component == 'mm1' else '4.3.1'}), "
+            f"{spec.kind}:KAFKA_HOME or set the option"
+        )
+    try:
+        if arg[:1].isdigit():
+            return release(arg, cache_dir(opts.kafka_cache or None), need=component)
+        return release_at(arg, need=component)
+    except (KafkaInstallError, ValueError) as exc:
+        raise ReplicatorError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class ReplicatorOptions:
     """What a backend needs besides the two clusters; the fixtures fill it from Settings."""
@@ -113,7 +164,10 @@ class ReplicatorOptions:
     startup_timeout: float | None = None  # None: the backend's default (MM2: 180 s, others: 60 s)
     properties: tuple[tuple[str, str], ...] = ()
     kafka_home: str = ""
+    kafka_cache: str = ""  # where mm2:VERSION / mm1:VERSION releases are cached ("" = the default)
     warmup_topic: str = "kafka-mirror-warmup"
+    #: the largest record the session may produce (mm2 / mm1 size their clients for it); None: Kafka's default
+    max_record_bytes: int | None = None
 
 
 def _startup(opts: ReplicatorOptions, default: float) -> float:
@@ -138,25 +192,25 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
 
 
 def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, opts: ReplicatorOptions) -> Replicator:
-    from ..clusters.kafka_home import check_kafka_home
-    from .mm2 import STARTUP_TIMEOUT, MirrorMaker2
+    from .mm2 import KAFKA_MESSAGE_MAX_BYTES, STARTUP_TIMEOUT, MirrorMaker2
 
     image = spec.arg[len("container:"):] if spec.arg.startswith("container:") else None
-    home = None
-    if image is None:
-        home = spec.arg or opts.kafka_home
-        if not home:
-            raise ReplicatorError(
-                "the spec 'mm2' has no path and --kafka-mirror-kafka-home (env KAFKA_MIRROR_KAFKA_HOME) is not set; "
-                "give mm2:KAFKA_HOME, mm2:container:IMAGE or set the option"
-            )
-        try:
-            check_kafka_home(home, script="connect-mirror-maker.sh")
-        except ValueError as exc:
-            raise ReplicatorError(str(exc)) from None
     return MirrorMaker2(
-        source, target, workdir, topic_prefix=opts.topic_prefix, home=home, image=image,
+        source, target, workdir, topic_prefix=opts.topic_prefix, image=image,
+        release=None if image else _release(spec, opts, "mm2"),
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, STARTUP_TIMEOUT),
+        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
+    )
+
+
+def _mm1(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, opts: ReplicatorOptions) -> Replicator:
+    from .mm1 import LegacyMirrorMaker
+    from .mm2 import KAFKA_MESSAGE_MAX_BYTES
+
+    return LegacyMirrorMaker(
+        source, target, workdir, _release(spec, opts, "mm1"), topic_prefix=opts.topic_prefix,
+        overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, 60.0),
+        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
     )
 
 
@@ -185,6 +239,7 @@ def _external(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: s
 BACKENDS: dict[str, Callable[[ReplicatorSpec, Cluster, Cluster, str, ReplicatorOptions], Replicator]] = {
     "reference": _reference,
     "mm2": _mm2,
+    "mm1": _mm1,
     "command": _command,
     "external": _external,
 }

@@ -30,14 +30,15 @@ def probe_topic_name(topic_prefix: str) -> str:
 
 def ensure_probe_topic(bootstrap: str, topic: str) -> None:
     """Create the probe topic unless it exists: before the replicator starts, so its first
-    scan finds it (a topic created later costs MirrorMaker 2 a task reconfiguration)."""
+    scan finds it (a topic created later costs MirrorMaker 2 a task reconfiguration).  The
+    broker's default replication factor (-1), as every topic of a multi-broker cluster needs."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from .._kafkalog import with_logger
 
     admin = AdminClient(with_logger({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000}))
-    fs = admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=10)
+    fs = admin.create_topics([NewTopic(topic, 1, -1)], operation_timeout=10)
     try:
         fs[topic].result(timeout=15)
     except KafkaException as exc:

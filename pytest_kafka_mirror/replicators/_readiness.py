@@ -188,7 +188,9 @@ def await_ready(
                         r.sent += 1
                 producer.poll(0)
                 next_send = now + resend
-            if now >= next_meta and len(assigned) < len(by_target):
+            # until every target topic shows the partitions of its source (a replicator
+            # grows a target topic after the source grew: add_partitions mid-run)
+            if now >= next_meta and any(assigned.get(t, 0) < r.partitions for t, r in by_target.items()):
                 _assign_new(consumer, by_target, assigned, target_partitions, TopicPartition)
                 next_meta = now + 0.1
             if assigned:

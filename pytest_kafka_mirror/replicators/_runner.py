@@ -94,6 +94,17 @@ class RunnerReplicator:
         quoted when it does not copy in time.  '' when it has no such thing."""
         return ""
 
+    def health(self) -> str:
+        """'' while it runs as it should; else what is wrong: it exited (with its log's
+        last lines), or (MirrorMaker 2) a connector or task of this process FAILED.  The
+        plugin asks after every test on the shared replicator (and restarts a broken one)."""
+        runner = self.runner
+        if runner is None or getattr(runner, "paused", False):
+            return ""
+        if not runner.running:
+            return f"it is not running: {runner.describe_exit()}"
+        return ""
+
     def _runner(self, verb: str) -> Any:
         if self.runner is None:
             raise ReplicatorError(f"cannot {verb} {self.label}: it was never started")

@@ -34,6 +34,7 @@ __all__ = [
     "ConnectStatus",
     "describe",
     "describe_status_topic",
+    "failed",
     "latest_statuses",
     "parse_status_key",
     "parse_status_value",
@@ -56,16 +57,28 @@ class ConnectStatus:
     trace: str | None = None
     worker_id: str = ""
     generation: int = 0
+    #: when the status record was written (its timestamp, epoch milliseconds; 0: unknown)
+    written_ms: int = 0
 
     @property
     def first_trace_line(self) -> str:
-        text = (self.trace or "").strip()
-        line = text.splitlines()[0] if text else ""
-        return line if len(line) <= TRACE_CHARS else line[: TRACE_CHARS - 3] + "..."
+        """The trace's first line, and its root cause (the last ``Caused by:``) when it has
+        one: Connect wraps what went wrong ("Unrecoverable exception from producer send
+        callback"), the cause says what it was (``RecordTooLargeException: ...``)."""
+        lines = (self.trace or "").strip().splitlines()
+        if not lines:
+            return ""
+        line = _cut(lines[0])
+        causes = [x.strip()[len("Caused by:"):].strip() for x in lines if x.strip().startswith("Caused by:")]
+        return f"{line}; caused by {_cut(causes[-1])}" if causes else line
 
     def describe(self) -> str:
-        """``RUNNING`` or ``FAILED: <first trace line>``."""
+        """``RUNNING`` or ``FAILED: <first trace line>[; caused by <root cause>]``."""
         return f"{self.state}: {self.first_trace_line}" if self.first_trace_line else self.state
+
+
+def _cut(line: str) -> str:
+    return line if len(line) <= TRACE_CHARS else line[: TRACE_CHARS - 3] + "..."
 
 
 def parse_status_key(key: str) -> tuple[str, int | None] | None:
@@ -97,35 +110,36 @@ def parse_status_value(value: bytes | str | None) -> dict[str, Any] | None:
     return doc
 
 
-def _status(connector: str, task: int | None, value: bytes | str | None) -> ConnectStatus | None:
+def _status(connector: str, task: int | None, value: bytes | str | None, written_ms: int = 0) -> ConnectStatus | None:
     try:
         doc = parse_status_value(value)
     except ValueError as exc:
-        return ConnectStatus(connector, task, "UNREADABLE", trace=str(exc))
+        return ConnectStatus(connector, task, "UNREADABLE", trace=str(exc), written_ms=written_ms)
     if doc is None:
         return None
     generation = doc.get("generation")
     return ConnectStatus(
         connector, task, doc["state"], trace=doc.get("trace") or None,
         worker_id=str(doc.get("worker_id") or ""), generation=generation if isinstance(generation, int) else 0,
+        written_ms=written_ms,
     )
 
 
-def latest_statuses(records: Iterable[tuple[str | bytes | None, bytes | str | None]]) -> list[ConnectStatus]:
-    """The states left by ``(key, value)`` records in topic order: connectors in a fixed
+def latest_statuses(records: Iterable[tuple[Any, ...]]) -> list[ConnectStatus]:
+    """The states left by ``(key, value[, timestamp ms])`` records in topic order: connectors in a fixed
     order (MirrorMaker 2's source, checkpoint and heartbeat connectors, then the others by
     name: a status topic has several partitions, and the order records of different keys
     are read in is not defined), each followed by its tasks by id (tasks without a
     connector record too)."""
     connectors: dict[str, ConnectStatus | None] = {}
     tasks: dict[str, dict[int, ConnectStatus]] = {}
-    for raw_key, value in records:
+    for raw_key, value, *stamp in records:
         key = raw_key.decode("utf-8", "replace") if isinstance(raw_key, bytes) else raw_key
         parsed = parse_status_key(key or "")
         if parsed is None:
             continue
         connector, task = parsed
-        status = _status(connector, task, value)
+        status = _status(connector, task, value, int(stamp[0]) if stamp else 0)
         if task is None:
             if status is None:  # the connector was deleted, and its tasks with it
                 connectors.pop(connector, None)
@@ -195,10 +209,17 @@ def describe(statuses: list[ConnectStatus], topic: str = "the status topic") -> 
     return "; ".join(items)
 
 
+def failed(statuses: Iterable[ConnectStatus], since_ms: int = 0) -> list[ConnectStatus]:
+    """The FAILED connectors and tasks among ``statuses`` whose state was written at or
+    after ``since_ms`` (a worker's start: a failure written by an earlier process of the
+    same Connect group is not this one's, and a task that runs again writes RUNNING)."""
+    return [s for s in statuses if s.state == "FAILED" and s.written_ms >= since_ms]
+
+
 def read_status_topic(
     config: dict[str, Any], topic: str, *, timeout: float = 5.0, quiet: float = 0.5, settle: float = 2.0
-) -> list[tuple[bytes | None, bytes | None]] | None:
-    """Every ``(key, value)`` of ``topic``, in offset order per partition; None when the
+) -> list[tuple[bytes | None, bytes | None, int]] | None:
+    """Every ``(key, value, timestamp ms)`` of ``topic``, in offset order per partition; None when the
     topic does not exist.  Reads until nothing new came for ``quiet`` seconds (``settle``
     before the first record: connecting takes a moment), at most ``timeout`` seconds.
     KafkaException when the cluster does not answer."""
@@ -218,7 +239,7 @@ def read_status_topic(
         if meta.error is not None:
             raise KafkaException(meta.error)
         consumer.assign([TopicPartition(topic, p, 0) for p in sorted(meta.partitions)])
-        records: list[tuple[bytes | None, bytes | None]] = []
+        records: list[tuple[bytes | None, bytes | None, int]] = []
         t0 = last = time.monotonic()
         while True:
             now = time.monotonic()
@@ -226,7 +247,7 @@ def read_status_topic(
                 return records
             for msg in consumer.consume(500, 0.01):
                 if msg.error() is None:
-                    records.append((msg.key(), msg.value()))
+                    records.append((msg.key(), msg.value(), msg.timestamp()[1]))
                     last = time.monotonic()
     finally:
         consumer.close()

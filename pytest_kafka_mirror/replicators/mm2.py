@@ -1,6 +1,9 @@
-"""``mm2:KAFKA_HOME`` and ``mm2:container:IMAGE``: MirrorMaker 2 in dedicated mode.
+"""``mm2:VERSION``, ``mm2:KAFKA_HOME`` and ``mm2:container:IMAGE``: MirrorMaker 2 in dedicated mode.
 
-``bin/connect-mirror-maker.sh mm2.properties`` with an ``mm2.properties`` rendered from
+``java -cp libs/* org.apache.kafka.connect.mirror.MirrorMaker mm2.properties`` (what
+``bin/connect-mirror-maker.sh`` runs) from a release the plugin resolved from Maven
+Central (``mm2:4.3.1``, see ``clusters/kafka_dist.py``) or an unpacked distribution, or the
+image's own script in a container, with an ``mm2.properties`` rendered from
 the two clusters and the test topic prefix (:func:`render_mm2_properties`, unit-tested),
 then user overrides (``--kafka-mirror-replicator-properties`` / ini
 ``kafka_mirror_replicator_properties``) applied on top.  The target topic names follow
@@ -46,6 +49,7 @@ from .base import NamingPolicy, ReplicatorError
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
+    from ..clusters.kafka_dist import KafkaRelease
 
 __all__ = [
     "STARTUP_TIMEOUT",
@@ -62,6 +66,23 @@ __all__ = [
 
 #: Default start-up limit: MM2 needs ~45 s before it copies its first record.
 STARTUP_TIMEOUT = 180.0
+#: dedicated mode's entry point (what ``bin/connect-mirror-maker.sh`` runs)
+MAIN_CLASS = "org.apache.kafka.connect.mirror.MirrorMaker"
+#: the worker's heap (``connect-mirror-maker.sh``: -Xms256M -Xmx2G; a test MM2 copies far less)
+HEAP = "-Xms128M -Xmx768M"
+#: loggers at WARN in MM2's log: every client and connector prints its whole configuration
+#: at INFO on each (re)start, which buried the lines that say what went wrong
+QUIET_LOGGERS = (
+    "org.apache.kafka.clients.consumer.ConsumerConfig", "org.apache.kafka.clients.producer.ProducerConfig",
+    "org.apache.kafka.clients.admin.AdminClientConfig", "org.apache.kafka.connect.runtime.distributed.DistributedConfig",
+    "org.apache.kafka.connect.runtime.ConnectorConfig", "org.apache.kafka.connect.runtime.SourceConnectorConfig",
+    "org.apache.kafka.connect.runtime.TaskConfig", "org.apache.kafka.connect.mirror.MirrorSourceConfig",
+    "org.apache.kafka.connect.mirror.MirrorCheckpointConfig", "org.apache.kafka.connect.mirror.MirrorHeartbeatConfig",
+    "org.apache.kafka.connect.mirror.MirrorMakerConfig", "org.apache.kafka.connect.mirror.MirrorConnectorConfig",
+    "org.apache.kafka.connect.mirror.MirrorSourceTaskConfig", "org.apache.kafka.connect.mirror.MirrorCheckpointTaskConfig",
+    "org.apache.kafka.connect.json.JsonConverterConfig", "org.apache.kafka.connect.storage.StringConverterConfig",
+    "org.apache.kafka.common.utils.AppInfoParser", "org.apache.kafka.common.telemetry", "org.reflections",
+)
 POLICY_PACKAGE = "org.apache.kafka.connect.mirror."
 DEFAULT_POLICY = POLICY_PACKAGE + "DefaultReplicationPolicy"
 IDENTITY_POLICY = POLICY_PACKAGE + "IdentityReplicationPolicy"
@@ -75,8 +96,23 @@ def topics_regex(topic_prefix: str) -> str:
 
 
 def is_tansu(cluster: Any) -> bool:
+    """An embedded Tansu broker, a Tansu container, or one of them shared by the xdist workers."""
     return getattr(cluster, "spec", "") == "tansu" or getattr(cluster, "flavour", "") == "tansu"
 
+
+def replication_of(cluster: Any) -> int:
+    """The replication factor of the topics MM2 creates on ``cluster`` (-1: its broker's default)."""
+    rf = getattr(cluster, "replication_factor", -1)
+    return rf if isinstance(rf, int) and rf != 0 else -1
+
+
+#: the Java clients' default ``max.request.size`` / ``max.partition.fetch.bytes`` (1 MiB)
+JAVA_MAX_REQUEST_SIZE = 1024 * 1024
+#: room for a record batch's header and a record's own framing, keys and headers
+RECORD_OVERHEAD = 64 * 1024
+#: Kafka's default ``message.max.bytes``: the largest record a topic without a
+#: ``max.message.bytes`` of its own accepts
+KAFKA_MESSAGE_MAX_BYTES = 1048588
 
 #: Connect worker settings MM2 derives from the herder's source alias (MirrorMakerConfig.workerConfig)
 WORKER_TOPICS = {"offset": "mm2-offsets", "status": "mm2-status", "config": "mm2-configs"}
@@ -121,9 +157,22 @@ def render_mm2_properties(
     target_is_tansu: bool = False,
     instance: str | None = None,
     overrides: tuple[tuple[str, str], ...] | list[tuple[str, str]] = (),
+    source_replication: int = 1,
+    target_replication: int = 1,
+    max_record_bytes: int | None = None,
 ) -> dict[str, str]:
-    """The properties of a one-way ``source -> target`` MM2 for single-node clusters;
-    with ``instance``, its own Connect group and internal topics (:func:`worker_properties`)."""
+    """The properties of a one-way ``source -> target`` MM2; with ``instance``, its own
+    Connect group and internal topics (:func:`worker_properties`).
+
+    ``source_replication`` / ``target_replication``: the replication factor of every topic
+    MM2 creates on that cluster (remote topics, checkpoints, heartbeats, offset syncs,
+    Connect's internal topics; -1: the broker's default), set per cluster so that a
+    single-node cluster on one side and a three-broker one on the other both work.
+    ``max_record_bytes``: the largest record the session may produce; MM2's producer
+    (``max.request.size``, 1 MiB by default: a 1 MiB record is refused and kills its task)
+    and consumer (``max.partition.fetch.bytes``) are sized to carry it, with room for the
+    batch overhead.  (The remote topic gets the source topic's ``max.message.bytes`` from
+    MM2's own config sync when it creates it.)"""
     a, b = source_alias, target_alias
     flow = f"{a}->{b}"
     props: dict[str, str] = {
@@ -139,14 +188,18 @@ def render_mm2_properties(
         "replication.policy.class": DEFAULT_POLICY,
         "replication.policy.separator": ".",
         "tasks.max": "4",
-        # single-node clusters: every topic MM2 creates, internal ones included, has RF 1
-        "replication.factor": "1",
-        "checkpoints.topic.replication.factor": "1",
-        "heartbeats.topic.replication.factor": "1",
-        "offset-syncs.topic.replication.factor": "1",
-        "offset.storage.replication.factor": "1",
-        "status.storage.replication.factor": "1",
-        "config.storage.replication.factor": "1",
+        # every topic MM2 creates, internal ones included, with the replication factor of the
+        # cluster it lives on: remote topics, checkpoints and heartbeats on the target, the
+        # offset syncs on the source (offset-syncs.topic.location=source), each herder's
+        # Connect topics on its target (the reverse herder's on the source)
+        f"{flow}.replication.factor": str(target_replication),
+        f"{flow}.checkpoints.topic.replication.factor": str(target_replication),
+        f"{flow}.heartbeats.topic.replication.factor": str(target_replication),
+        f"{b}->{a}.heartbeats.topic.replication.factor": str(source_replication),
+        f"{flow}.offset-syncs.topic.replication.factor": str(source_replication),
+        **{f"{cluster}.{kind}.replication.factor": str(rf)
+           for cluster, rf in ((b, target_replication), (a, source_replication))
+           for kind in ("offset.storage", "status.storage", "config.storage")},
         "sync.topic.acls.enabled": "false",
         "sync.topic.configs.enabled": "true",
         "emit.checkpoints.enabled": "true",
@@ -163,6 +216,10 @@ def render_mm2_properties(
         # (Kafka 3.7+): 5 s instead of 60 s, so an idle partition's group is translated exactly
         f"{b}.offset.flush.interval.ms": "5000",
     }
+    if max_record_bytes is not None:
+        fits = str(max(JAVA_MAX_REQUEST_SIZE, max_record_bytes + RECORD_OVERHEAD))
+        props[f"{b}.producer.max.request.size"] = fits
+        props[f"{a}.consumer.max.partition.fetch.bytes"] = fits
     if instance is not None:
         props.update(worker_properties(instance, a, b))
     if source_is_tansu:
@@ -290,15 +347,25 @@ class MirrorMaker2(RunnerReplicator):
         topic_prefix: str,
         home: str | None = None,
         image: str | None = None,
+        release: KafkaRelease | None = None,
         overrides: tuple[tuple[str, str], ...] = (),
         naming: NamingPolicy | None = None,
         startup_timeout: float = STARTUP_TIMEOUT,
-        heap: str = "-Xms256M -Xmx1G",
+        heap: str = HEAP,
         instance: str | None = None,
+        max_record_bytes: int | None = KAFKA_MESSAGE_MAX_BYTES,
     ) -> None:
-        if (home is None) == (image is None):
-            raise ValueError("MirrorMaker2 needs exactly one of home= or image=")
-        self.home = Path(home) if home else None
+        if sum(x is not None for x in (home, image, release)) != 1:
+            raise ValueError("MirrorMaker2 needs exactly one of home=, image= or release=")
+        if home is not None:
+            from ..clusters.kafka_dist import release_at
+
+            try:
+                release = release_at(home, need="mm2")
+            except ValueError as exc:
+                raise ReplicatorError(str(exc)) from None
+        self.release = release
+        self.home = release.home if release is not None else None
         self.image = image
         self.overrides = tuple(overrides)
         self.heap = heap
@@ -313,6 +380,9 @@ class MirrorMaker2(RunnerReplicator):
             target_is_tansu=is_tansu(target),
             instance=self.instance,
             overrides=self.overrides,
+            source_replication=replication_of(source),
+            target_replication=replication_of(target),
+            max_record_bytes=max_record_bytes,
         )
         #: where the copying herder (source -> target) writes its connector and task states
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
@@ -327,8 +397,13 @@ class MirrorMaker2(RunnerReplicator):
         super().__init__(
             source, target, workdir, topic_prefix=topic_prefix, naming=derived, startup_timeout=startup_timeout
         )
-        self.spec = f"mm2:container:{image}" if image else f"mm2:{self.home}"
-        self.label = f"MirrorMaker 2 ({image or self.home})"
+        if release is not None:
+            cached = release.components.get("mm2") is True  # from the plugin's cache: named by its version
+            self.spec = f"mm2:{release.version_text}" if cached else f"mm2:{release.home}"
+            self.label = f"MirrorMaker 2 ({release.version_text}{'' if cached else ' from ' + str(release.home)})"
+        else:
+            self.spec = f"mm2:container:{image}"
+            self.label = f"MirrorMaker 2 ({image})"
         self.config_dir = self.workdir / "mm2-config"
         self.properties_path = self.config_dir / "mm2.properties"
 
@@ -365,6 +440,25 @@ class MirrorMaker2(RunnerReplicator):
             text = f"cannot read it: {type(exc).__name__}: {exc}"
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {text}"
 
+    def health(self) -> str:
+        """The base check (the process runs), then the FAILED connectors and tasks this
+        process's worker wrote to its status topic (Connect never restarts a FAILED task
+        by itself: "will not recover until manually restarted")."""
+        problem = super().health()
+        if problem or self.runner is None:
+            return problem
+        from .connect_status import describe, failed, latest_statuses, read_status_topic
+
+        client_config = getattr(self.target, "client_config", None)
+        config = client_config() if callable(client_config) else {"bootstrap.servers": self.target.bootstrap_servers}
+        try:
+            records = read_status_topic(config, self.status_topic, timeout=5.0, quiet=0.3, settle=1.0)
+        except Exception as exc:
+            return f"its Connect status ({self.status_topic}) cannot be read: {type(exc).__name__}: {exc}"
+        since_ms = int(getattr(self.runner, "started_at", 0) * 1000)
+        broken = failed(latest_statuses(records or []), since_ms)
+        return f"MirrorMaker 2's Connect status ({self.status_topic}): {describe(broken)}" if broken else ""
+
     def render(self) -> Path:
         """Write mm2.properties (readable by the container's non-root user)."""
         self.config_dir.mkdir(parents=True, exist_ok=True)
@@ -375,15 +469,12 @@ class MirrorMaker2(RunnerReplicator):
 
     def _launch(self) -> Any:
         self.render()
-        if self.home is not None:
-            env = dict(os.environ)
-            env.setdefault("KAFKA_HEAP_OPTS", self.heap)
-            env["LOG_DIR"] = str(self.workdir / "logs")
+        if self.release is not None:
+            log_config = self.release.write_log_config(self.config_dir, QUIET_LOGGERS)
             proc = ManagedProcess(
                 self.label,
-                [str(self.home / "bin" / "connect-mirror-maker.sh"), str(self.properties_path)],
+                self.release.java_argv(MAIN_CLASS, [str(self.properties_path)], heap=self.heap, log_config=log_config),
                 self.workdir / f"mm2-{self.starts}.log",
-                env=env,
                 cwd=self.workdir,
             )
             return proc.start()

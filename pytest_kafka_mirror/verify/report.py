@@ -347,6 +347,10 @@ class MirrorReport:
     #: every partition on the target), ``created_us``, ``ready_us``, ``provisioned``
     #: ("session" | "test"), ``warmup_s`` (this run's readiness round), ``rounds``, ``sent``
     discovery: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what the replicator said about itself when records were missing (``run.py``):
+    #: ``spec``, ``health`` (it exited, a FAILED task: '' when healthy) and ``status``
+    #: (MirrorMaker 2: its connectors and tasks); {} when nothing was missing
+    replicator: dict[str, str] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
@@ -676,6 +680,9 @@ class MirrorReport:
         lines += self._lane_lines(
             lambda s: (s.lost_by_replicator if allow_source_loss else s.lost + s.unseen) > 0, describe)
         lines += self._examples("lost") + self._examples("unseen")
+        said = self.replicator.get("health") or self.replicator.get("status")
+        if said:
+            lines.append(f"  the replicator ({self.replicator.get('spec', '?')}) says: {said}")
         if not self.reconciled:
             lines.append("  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.")
         return "\n".join(lines)

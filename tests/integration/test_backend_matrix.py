@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TAG_ENV, containers_labelled, processes_tagged, require_docker
-from tests.fake_kafka import make_fake_kafka_home
 
 pytestmark = pytest.mark.integration
 
@@ -54,13 +53,6 @@ def _image_or_skip(image: str) -> None:
     if not image_present(image):
         pytest.skip(f"image {image} is not present on the Docker engine (no registry here; `docker pull {image}` "
                     "where one is reachable)")
-
-
-def _kafka_home_or_skip() -> str:
-    home = os.environ.get("KAFKA_MIRROR_KAFKA_HOME")
-    if not home:
-        pytest.skip("KAFKA_MIRROR_KAFKA_HOME is not set: no Apache Kafka distribution to run (none can be installed here)")
-    return home
 
 
 @dataclass
@@ -101,14 +93,9 @@ def _bootstrap_external(request: pytest.FixtureRequest, tmp: Path) -> list[str]:
             f"--kafka-mirror-target=bootstrap:{dst.bootstrap_servers}", "--kafka-mirror-replicator=external:prefix:dc1."]
 
 
-def _fake_kafka_home_mm2(request: pytest.FixtureRequest, tmp: Path) -> list[str]:
-    home = make_fake_kafka_home(tmp)
-    return [f"--kafka-mirror-kafka-home={home}", "--kafka-mirror-source=kafka-home", "--kafka-mirror-target=kafka-home",
-            "--kafka-mirror-replicator=mm2"]
-
-
-def _real_kafka_home_mm2(request: pytest.FixtureRequest, tmp: Path) -> list[str]:
-    home = _kafka_home_or_skip()
+def _kafka_home_mm2(request: pytest.FixtureRequest, tmp: Path) -> list[str]:
+    """The real release behind bare ``kafka-home`` and ``mm2`` specs, through --kafka-mirror-kafka-home."""
+    home = request.getfixturevalue("kafka_release").home
     return [f"--kafka-mirror-kafka-home={home}", "--kafka-mirror-source=kafka-home", "--kafka-mirror-target=kafka-home",
             "--kafka-mirror-replicator=mm2"]
 
@@ -131,8 +118,7 @@ def _mm2_container(request: pytest.FixtureRequest, tmp: Path) -> list[str]:
 CASES = [
     Case("container-tansu+command", _container_tansu_command),
     Case("bootstrap+external", _bootstrap_external),
-    Case("kafka-home+mm2-FAKE-distribution", _fake_kafka_home_mm2),
-    Case("kafka-home+mm2", _real_kafka_home_mm2),
+    Case("kafka-home+mm2", _kafka_home_mm2),
     Case("container-apache-kafka+reference", _container_kafka),
     Case("container-redpanda+reference", _container_redpanda),
     Case("tansu+mm2-container", _mm2_container),

@@ -2,10 +2,9 @@
 
 * Docker: a real engine and the locally built Tansu image (``container:``); skipped
   without an engine, failed instead when ``KAFKA_MIRROR_REQUIRE_DOCKER=1`` (CI).
-* ``kafka-home:`` and ``mm2:`` against a FAKE distribution (tests/fake_kafka.py: shell
-  scripts with Kafka's layout that start Tansu / the reference mirror): the plugin's
-  render / format / start / readiness / signal / log code runs for real, Kafka does not.
-  With ``KAFKA_MIRROR_KAFKA_HOME`` set, the same checks run against the real distribution.
+* ``kafka-home:``, ``kafka:`` (one broker and three) and ``mm2:`` / ``mm1:`` run the real
+  Apache Kafka release of tests/kafka.py, resolved from Maven Central into the plugin's
+  cache (skipped without Maven, failed instead when ``KAFKA_MIRROR_REQUIRE_KAFKA=1``, CI).
 * ``command:`` runs the reference mirror through a command template; ``external:`` is a
   reference mirror the test starts itself.
 """
@@ -32,12 +31,9 @@ from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, Repli
 from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from tests.conftest import containers_labelled, require_docker
-from tests.fake_kafka import calls, make_fake_kafka_home
+from tests.kafka import KAFKA_VERSION, MM1_VERSION, release_or_skip
 
 pytestmark = pytest.mark.integration
-
-KAFKA_HOME_ENV = "KAFKA_MIRROR_KAFKA_HOME"
-
 
 @pytest.fixture
 def run_id(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
@@ -211,10 +207,12 @@ def test_probes_find_exactly_the_measured_tansu_gaps(tansu_pair: tuple[TansuClus
         src.require("add_partitions")
 
 
-# ----------------------------------------------------------------------------- kafka-home (fake)
-@pytest.mark.parametrize("version,standalone", [("3.9.0", True), ("3.7.2", False)])
-def test_kafka_home_lifecycle_on_a_fake_distribution(tmp_path: Path, version: str, standalone: bool) -> None:
-    home = make_fake_kafka_home(tmp_path, version=version)
+# ----------------------------------------------------------------------------- kafka-home / kafka
+@pytest.mark.parametrize("version,standalone", [(KAFKA_VERSION, True), ("3.8.1", False)])
+def test_kafka_home_lifecycle(tmp_path: Path, version: str, standalone: bool) -> None:
+    """A real release through ``kafka-home:PATH`` (the cache entry is a distribution's libs/):
+    a dynamic quorum of one from 3.9 on, static voters before; a restart keeps ports and data."""
+    home = release_or_skip(version).home
     c = make_cluster("source", f"kafka-home:{home}", tmp_path / "work")
     try:
         c.start()
@@ -224,89 +222,174 @@ def test_kafka_home_lifecycle_on_a_fake_distribution(tmp_path: Path, version: st
         c.create_topic("kh", 2)
         port = c.bootstrap_servers
         c.restart()  # type: ignore[attr-defined]
-        assert c.bootstrap_servers == port
+        assert c.bootstrap_servers == port and c.partitions("kh") == 2  # the log dir survives
         c.pause()  # type: ignore[attr-defined]
         c.resume()  # type: ignore[attr-defined]
         assert c.ping() == 1  # type: ignore[attr-defined]
+        caps = c.capabilities()
+        assert caps.add_partitions and caps.transactions and caps.accurate_watermarks and caps.restart_keeps_data
     finally:
         c.stop()
-    log = calls(home)
-    formats = [line for line in log if line.startswith("kafka-storage.sh format")]
-    assert len(formats) == 1, log  # a restart does not format again
-    assert ("--standalone" in formats[0]) is standalone and formats[0].endswith("--ignore-formatted")
-    starts = [line for line in log if line.startswith("kafka-server-start.sh")]
-    assert len(starts) == 2 and "KAFKA_HEAP_OPTS=-Xmx512M" in starts[0]
-    assert "LOG_DIR=" + str(tmp_path / "work" / "source" / "logs") in starts[0]
+    assert "Kafka Server started" in (tmp_path / "work" / "source" / "kafka.log").read_text()  # its own log
     _no_process_left("kafka")
 
 
-def test_kafka_home_start_failure_quotes_the_log(tmp_path: Path) -> None:
-    home = make_fake_kafka_home(tmp_path)
-    (home / "fail-start").write_text("no space left on device")
-    c = make_cluster("target", f"kafka-home:{home}", tmp_path / "work")
+def test_kafka_start_failures_quote_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            kafka_release: object) -> None:
+    """A configuration Kafka refuses fails the format step, naming it; a port taken since
+    it was chosen fails the start, with the broker's own last lines."""
+    import socket
+
+    from pytest_kafka_mirror.clusters import kafka_home
+
+    render = kafka_home.render_server_properties
+    with monkeypatch.context() as m:
+        m.setattr(kafka_home, "render_server_properties", lambda **kw: render(**kw, extra={"num.partitions": "0"}))
+        c = make_cluster("target", f"kafka:{KAFKA_VERSION}", tmp_path / "bad-config")
+        with pytest.raises(ClusterError, match=r"(?s)formatting the log dir of node 1 failed.*kafka.tools.StorageTool "
+                                               r"format.*Invalid value 0 for configuration num.partitions"):
+            c.start()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    ports = iter([taken.getsockname()[1]])
+    free = kafka_home.free_port
+    monkeypatch.setattr(kafka_home, "free_port", lambda: next(ports, None) or free())
+    c = make_cluster("target", f"kafka:{KAFKA_VERSION}", tmp_path / "port-taken")
     t0 = time.monotonic()
-    with pytest.raises(ClusterError, match=r"(?s)Kafka exited during start-up.*simulated start-up failure: no space left"):
-        c.start()
-    assert time.monotonic() - t0 < 30
+    try:
+        with pytest.raises(ClusterError, match=r"(?s)Kafka exited during start-up.*its first error: .*"
+                                               r"Unable to start acceptor for PLAINTEXT"):
+            c.start()
+    finally:
+        taken.close()
+    assert time.monotonic() - t0 < 60
     _no_process_left("kafka")
 
 
-# ----------------------------------------------------------------------------- MirrorMaker 2 (fake)
-@pytest.mark.parametrize("identity", [False, True])
-def test_mm2_lifecycle_on_a_fake_distribution(
-    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster], identity: bool
-) -> None:
+def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: object) -> None:
+    """``kafka:V,brokers=3``: topics are replicated three times, acks=all writes need two
+    in-sync replicas, so killing the leader of a partition moves its leadership and no
+    acknowledged write is lost; the killed broker rejoins on its ports and log dir."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    c = make_cluster("source", f"kafka:{KAFKA_VERSION},brokers=3", tmp_path)
+    try:
+        c.start()
+        assert len(c.bootstrap_servers.split(",")) == 3 and c.ping() == 3  # type: ignore[attr-defined]
+        c.create_topic("rf3", 1)
+        md = c.admin().list_topics("rf3", timeout=10).topics["rf3"].partitions[0]  # type: ignore[attr-defined]
+        assert len(md.replicas) == 3
+        producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0})
+        for i in range(100):
+            producer.produce("rf3", b"%d" % i)
+        assert producer.flush(20) == 0
+        leader = c.broker(md.leader)  # type: ignore[attr-defined]
+        leader.kill()
+        for i in range(100, 200):
+            producer.produce("rf3", b"%d" % i)
+        assert producer.flush(60) == 0  # two replicas left: min.insync.replicas=2 holds
+        now = c.admin().list_topics("rf3", timeout=10).topics["rf3"].partitions[0]  # type: ignore[attr-defined]
+        assert now.leader != md.leader
+        leader.start()  # back on its ports and log dir
+        assert c.ping() == 3  # type: ignore[attr-defined]
+        consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "rf3", "enable.auto.commit": False})
+        consumer.assign([TopicPartition("rf3", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 200 and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(200, 0.5) if m.error() is None]
+        consumer.close()
+        assert got == [b"%d" % i for i in range(200)]
+    finally:
+        c.stop()
+    _no_process_left("kafka")
+
+
+# ----------------------------------------------------------------------------- MirrorMaker 2, MirrorMaker 1
+def test_mm2_lifecycle(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster], kafka_release: object) -> None:
     src, dst = tansu_pair
-    home = make_fake_kafka_home(tmp_path)
-    props = (("replication.policy.class", IDENTITY_POLICY),) if identity else ()
     prefix = f"mm{uuid.uuid4().hex[:4]}"
-    rep = make_replicator(f"mm2:{home}", src, dst, tmp_path / "mm2",
-                          ReplicatorOptions(topic_prefix=prefix, properties=props, startup_timeout=60))
-    assert rep.naming == (NamingPolicy() if identity else NamingPolicy("source."))
+    rep = make_replicator(f"mm2:{KAFKA_VERSION}", src, dst, tmp_path / "mm2",
+                          ReplicatorOptions(topic_prefix=prefix, max_record_bytes=4 * 1024 * 1024))
+    assert rep.naming == NamingPolicy("source.") and rep.spec == f"mm2:{KAFKA_VERSION}"
     try:
         rep.start()  # returns once a probe record crossed over
         text = (tmp_path / "mm2" / "mm2-config" / "mm2.properties").read_text()
         assert f"source->target.topics = ^{prefix}-.*" in text
         assert "source.consumer.fetch.max.wait.ms = 50" in text  # Tansu source
-        assert "fake mm2: " in rep.logs()
+        assert f"target.producer.max.request.size = {4 * 1024 * 1024 + 64 * 1024}" in text
+        assert "MirrorSourceConnector RUNNING" in rep.status()  # type: ignore[attr-defined]
+        assert rep.health() == ""  # type: ignore[attr-defined]
         rep.pause()
+        assert rep.health() == ""  # type: ignore[attr-defined]  # paused is not broken
         rep.resume()
         assert rep.running  # type: ignore[attr-defined]
+        rep.kill()
+        assert rep.health().startswith("it is not running: MirrorMaker 2")  # type: ignore[attr-defined]
     finally:
         rep.stop()
     assert not rep.running  # type: ignore[attr-defined]
-    assert calls(home) == [f"connect-mirror-maker.sh {tmp_path / 'mm2' / 'mm2-config' / 'mm2.properties'}"]
     _no_process_left("MirrorMaker")
 
 
-def test_mm2_naming_contradiction_is_one_clear_error(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]) -> None:
+def test_mm2_naming_contradiction_is_one_clear_error(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster],
+                                                      kafka_release: object) -> None:
     src, dst = tansu_pair
-    home = make_fake_kafka_home(tmp_path)
     with pytest.raises(ReplicatorError, match="--kafka-mirror-naming identity contradicts MM2's DefaultReplicationPolicy"):
-        make_replicator(f"mm2:{home}", src, dst, tmp_path, ReplicatorOptions(naming=NamingPolicy()))
+        make_replicator(f"mm2:{KAFKA_VERSION}", src, dst, tmp_path, ReplicatorOptions(naming=NamingPolicy()))
 
 
 def test_mm2_that_exits_during_startup_is_reported_with_its_log(
-    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]
+    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster], kafka_release: object
 ) -> None:
     src, dst = tansu_pair
-    home = make_fake_kafka_home(tmp_path)
-    rep = make_replicator(
-        f"mm2:{home}", src, dst, tmp_path / "mm2",
-        ReplicatorOptions(properties=(("replication.policy.class", "com.example.Custom"),), naming=NamingPolicy("x."),
-                          startup_timeout=60),
-    )
-    with pytest.raises(ReplicatorError, match=r"(?s)exited during start-up.*exited with code 2.*unsupported policy com.example.Custom"):
+    rep = make_replicator(f"mm2:{KAFKA_VERSION}", src, dst, tmp_path / "mm2",
+                          ReplicatorOptions(properties=(("source.security.protocol", "BOGUS"),), startup_timeout=90))
+    with pytest.raises(ReplicatorError, match=r"(?s)exited during start-up.*exited with code 2.*"
+                                              r"Invalid value BOGUS for configuration security.protocol"):
         rep.start()
     _no_process_left("MirrorMaker")
 
 
-def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_path: Path, tagged_env: str) -> None:
-    """``@pytest.mark.kafka_mirror(replicator_properties=...)``: a dedicated (fake) MM2 with
-    those properties copies that test's topics; the session's MM2 keeps the others."""
+def test_mm1_copies_with_its_own_semantics(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]) -> None:
+    """``mm1:3.9.1``: the legacy MirrorMaker copies every record in order under the same
+    topic name (the plugin creates the target topic, as operators do); it has no offset
+    translation to fail over with."""
+    from pytest_kafka_mirror.run import MirrorRun
+    from pytest_kafka_mirror.verify.oracle import oracle_report
+
+    release_or_skip(MM1_VERSION, need="mm1")
+    src, dst = tansu_pair
+    src.ensure_topic("kafka-mirror-warmup")
+    prefix = f"m1{uuid.uuid4().hex[:4]}"
+    rep = make_replicator(f"mm1:{MM1_VERSION}", src, dst, tmp_path / "mm1", ReplicatorOptions(topic_prefix=prefix))
+    assert rep.naming == NamingPolicy() and rep.spec == f"mm1:{MM1_VERSION}"
+    assert "translates no consumer-group offsets" in rep.no_translation  # type: ignore[attr-defined]
+    topic = src.create_topic(f"{prefix}-t", 3)
+    try:
+        rep.start()
+        run = MirrorRun(tmp_path / "run", src.bootstrap_servers, dst.bootstrap_servers, {topic: topic},
+                        partitions={topic: 3}, drain_timeout=15, warmup_topic="kafka-mirror-warmup")
+        run.produce(rate=300, duration=2)
+        run.finish()
+        report = oracle_report(run.run_dir)
+        assert dst.partitions(topic) == 3
+        rep.stop()  # SIGTERM: it commits where it stopped
+    finally:
+        rep.stop()
+    assert report.expected == 600 and report.lost + report.unseen == 0 and report.reordered == 0, report.summary()
+    assert report.headers_lost == 0  # measured: the legacy MirrorMaker of 3.9 copies headers
+    _no_process_left("MirrorMaker 1")
+
+
+def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_path: Path, tagged_env: str,
+                                                kafka_release: object) -> None:
+    """``@pytest.mark.kafka_mirror(replicator_properties=...)``: a dedicated MM2 with those
+    properties (IdentityReplicationPolicy) copies that test's topics; the session's MM2
+    keeps the others."""
     from tests.conftest import processes_tagged
 
-    home = make_fake_kafka_home(tmp_path)
     pytester.makepyfile(
         f"""
         import pytest
@@ -329,9 +412,8 @@ def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_p
             assert "IdentityReplicationPolicy" in (tmp_path / "replicator" / "mm2-config" / "mm2.properties").read_text()
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--kafka-mirror-replicator=mm2:{home}")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--kafka-mirror-replicator=mm2:{KAFKA_VERSION}")
     result.assert_outcomes(passed=2)
-    assert len([c for c in calls(home) if c.startswith("connect-mirror-maker.sh")]) == 2
     assert processes_tagged(tagged_env) == []
 
 
@@ -390,37 +472,3 @@ def test_external_replicator_is_probed_and_refuses_lifecycle_verbs(
                                 ReplicatorOptions(topic_prefix="ext", startup_timeout=2))
         with pytest.raises(ReplicatorError, match="(?s)timed out after 2 s.*was never created.*--kafka-mirror-naming"):
             wrong.start()
-
-
-# ----------------------------------------------------------------------------- a real distribution
-@pytest.fixture
-def real_kafka_home() -> str:
-    home = os.environ.get(KAFKA_HOME_ENV)
-    if not home:
-        pytest.skip(f"{KAFKA_HOME_ENV} is not set: no Apache Kafka distribution to run (none can be installed here)")
-    return home
-
-
-def test_real_kafka_home_cluster(real_kafka_home: str, tmp_path: Path) -> None:
-    c = make_cluster("source", f"kafka-home:{real_kafka_home}", tmp_path)
-    try:
-        c.start()
-        c.create_topic("real", 2)
-        caps = c.capabilities()
-        assert caps.add_partitions and caps.transactions and caps.accurate_watermarks, caps.reasons
-        c.restart()  # type: ignore[attr-defined]
-        assert c.partitions("real") == 2  # the log dir survives a restart
-    finally:
-        c.stop()
-
-
-def test_real_mm2_between_tansu_clusters(
-    real_kafka_home: str, tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]
-) -> None:
-    src, dst = tansu_pair
-    rep = make_replicator(f"mm2:{real_kafka_home}", src, dst, tmp_path, ReplicatorOptions(topic_prefix="realmm2"))
-    try:
-        rep.start()
-        assert rep.startup_seconds is not None  # type: ignore[attr-defined]
-    finally:
-        rep.stop()

@@ -1,21 +1,20 @@
 """Connect status records read from a real (Tansu) broker, MM2's ``status()`` in start-up
-errors, and ``stop()`` + ``start()`` of MM2 on the fake distribution (tests/fake_kafka.py)
-and, with ``KAFKA_MIRROR_KAFKA_HOME``, on a real one."""
+errors, and ``stop()`` + ``start()`` of a real MirrorMaker 2 (tests/kafka.py's release)."""
 
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from pathlib import Path
 
 import pytest
 
+from pytest_kafka_mirror.clusters import Cluster
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
 from pytest_kafka_mirror.replicators import ReplicatorError, ReplicatorOptions, make_replicator
 from pytest_kafka_mirror.replicators.connect_status import describe_status_topic, read_status_topic
 from pytest_kafka_mirror.replicators.mm2 import MirrorMaker2, parse_properties
-from tests.fake_kafka import calls, make_fake_kafka_home
+from tests.kafka import KAFKA_VERSION, fake_release
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +27,7 @@ def _status(state: str, trace: str | None = None, *, wrapped: bool = False) -> b
     return json.dumps(doc).encode()
 
 
-def _write(cluster: TansuCluster, topic: str, records: list[tuple[str, bytes | None]]) -> None:
+def _write(cluster: Cluster, topic: str, records: list[tuple[str, bytes | None]]) -> None:
     """Status records as Connect's producer writes them: string keys, the default partitioner."""
     from confluent_kafka import Producer
 
@@ -70,16 +69,15 @@ def test_a_missing_topic_or_broker_is_said_not_raised(tansu_pair: tuple[TansuClu
     assert text.startswith(f"cannot read {topic} from 127.0.0.1:1: ")
 
 
-def _fake_mm2(tmp_path: Path, pair: tuple[TansuCluster, TansuCluster], **opts: object) -> MirrorMaker2:
-    home = make_fake_kafka_home(tmp_path)
-    options = ReplicatorOptions(topic_prefix=f"cs{uuid.uuid4().hex[:4]}", startup_timeout=60, **opts)  # type: ignore[arg-type]
-    rep = make_replicator(f"mm2:{home}", pair[0], pair[1], tmp_path / "mm2", options)
+def _mm2(tmp_path: Path, pair: tuple[Cluster, Cluster], version: str, **opts: object) -> MirrorMaker2:
+    options = ReplicatorOptions(topic_prefix=f"cs{uuid.uuid4().hex[:4]}", **opts)  # type: ignore[arg-type]
+    rep = make_replicator(f"mm2:{version}", pair[0], pair[1], tmp_path / "mm2", options)
     assert isinstance(rep, MirrorMaker2)
     return rep
 
 
 def test_mm2_status_reads_its_own_status_topic(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]) -> None:
-    rep = _fake_mm2(tmp_path, tansu_pair)
+    rep = _mm2(tmp_path, tansu_pair, str(fake_release(tmp_path)))  # never started: no jars needed
     head = f"MirrorMaker 2's Connect status ({rep.status_topic}): "
     assert rep.status().startswith(head + f"no topic {rep.status_topic} ")  # never started: no Connect worker yet
     tansu_pair[1].create_topic(rep.status_topic, 5)
@@ -89,47 +87,34 @@ def test_mm2_status_reads_its_own_status_topic(tmp_path: Path, tansu_pair: tuple
 
 
 def test_a_start_that_does_not_copy_quotes_the_connect_status(
-    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]
+    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster], kafka_release: object
 ) -> None:
-    # the fake MM2 (the reference mirror) copies nothing that its topic filter leaves out, the probe included
-    rep = _fake_mm2(tmp_path, tansu_pair, properties=(("source->target.topics", "^elsewhere-.*"),))
-    rep.startup_timeout = 6
+    # a topic filter that leaves the probe out: MM2 runs, and copies nothing
+    rep = _mm2(tmp_path, tansu_pair, KAFKA_VERSION, properties=(("source->target.topics", "^elsewhere-.*"),),
+               startup_timeout=45)
     with pytest.raises(ReplicatorError) as info:
         rep.start()
-    assert f"MirrorMaker 2's Connect status ({rep.status_topic}): no topic {rep.status_topic}" in str(info.value)
+    assert f"MirrorMaker 2's Connect status ({rep.status_topic}): MirrorSourceConnector RUNNING" in str(info.value)
     assert not rep.running
 
 
-def test_mm2_stop_then_start_resumes_the_same_instance(
-    tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]
-) -> None:
-    rep = _fake_mm2(tmp_path, tansu_pair)
+def test_mm2_stop_then_start_resumes_the_same_instance(tmp_path: Path, kafka_pair: tuple[Cluster, Cluster]) -> None:
+    """SIGTERM + start of a real MirrorMaker 2: the same Connect group and internal topics,
+    copying again, its Connect status RUNNING, and a FAILED state of the first process
+    is not this one's (its health only counts what was written since it started)."""
+    rep = _mm2(tmp_path, kafka_pair, KAFKA_VERSION)  # type: ignore[arg-type]
     try:
         rep.start()
         first = rep.properties_path.read_text()
+        assert "MirrorSourceConnector RUNNING" in rep.status()
+        _write(kafka_pair[1], rep.status_topic, [("status-task-MirrorSourceConnector-9", _status("FAILED", TRACE))])
+        assert "task 9 FAILED: org.apache.kafka.connect.errors.ConnectException: no route" in rep.health()
         rep.stop()  # SIGTERM, returns once the process has exited
         assert not rep.running
         rep.start()  # returns once a probe record crossed over again
         assert rep.properties_path.read_text() == first
         assert parse_properties(first)["target.group.id"] == f"source-mm2-{rep.instance}"
+        assert "MirrorSourceConnector RUNNING" in rep.status() and rep.health() == ""
     finally:
         rep.stop()
-    assert len(calls(Path(rep.home or ""))) == 2 and rep.starts == 2
-
-
-def test_real_mm2_restarts_after_sigterm(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]) -> None:
-    """Issue 12 item 4 with a real MirrorMaker 2: SIGTERM + start copies again, and its
-    Connect status says RUNNING."""
-    home = os.environ.get("KAFKA_MIRROR_KAFKA_HOME")
-    if not home:
-        pytest.skip("KAFKA_MIRROR_KAFKA_HOME is not set: no Apache Kafka distribution to run (none can be installed here)")
-    rep = make_replicator(f"mm2:{home}", *tansu_pair, tmp_path / "mm2",
-                          ReplicatorOptions(topic_prefix=f"cs{uuid.uuid4().hex[:4]}"))
-    try:
-        rep.start()
-        assert "MirrorSourceConnector RUNNING" in rep.status()  # type: ignore[attr-defined]
-        rep.stop()
-        rep.start()
-        assert "MirrorSourceConnector RUNNING" in rep.status()  # type: ignore[attr-defined]
-    finally:
-        rep.stop()
+    assert rep.starts == 2

@@ -24,7 +24,6 @@ from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.run import MirrorRun
 from pytest_kafka_mirror.verify import MirrorMismatchError
 from pytest_kafka_mirror.verify.failover import FailoverEntry, FailoverReport, check_failover
-from tests.fake_kafka import make_fake_kafka_home
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.config import Settings
@@ -145,39 +144,6 @@ def test_checkpoint_knobs_are_caught_with_exact_counts(tmp_path: Path, tansu_pai
                          ("assert_as_syncs_allow", "coarser than the offset syncs allow")]:
         with pytest.raises(MirrorMismatchError, match=match):
             getattr(report, check)()
-
-
-def test_fake_mm2_is_checked_unchanged(tmp_path: Path, tansu_pair: tuple[TansuCluster, TansuCluster]) -> None:
-    """``mm2:`` on the fake distribution: the plugin renders MM2's settings, the fake passes
-    them to the reference mirror, and the checks read MM2's names (``source.`` topics)."""
-    src, dst = tansu_pair
-    src.ensure_topic("kafka-mirror-warmup")
-    home = make_fake_kafka_home(tmp_path)
-    rep = make_replicator(f"mm2:{home}", src, dst, tmp_path / "mm2",
-                          ReplicatorOptions(topic_prefix="fm", properties=FAST, startup_timeout=60))
-    topic = "fm-x"
-    src.create_topic(topic, 2)
-    try:
-        rep.start()
-        settings = rep.checkpoints  # type: ignore[attr-defined]
-        assert (settings.checkpoints_interval, settings.sync_group_offsets, settings.flush_interval,
-                settings.heartbeats_interval) == (1, True, 1, 1)
-        assert settings.groups == ("^fm-.*",)  # rendered: the test's groups are named like its topics
-        run = MirrorRun(tmp_path / "run", src.bootstrap_servers, dst.bootstrap_servers,
-                        {topic: rep.target_topic(topic)}, partitions={topic: 2}, drain_timeout=10,
-                        warmup_topic="kafka-mirror-warmup")
-        run.produce(rate=100, duration=2, witnesses=[(witness("mid", at=1), "fm-g-mid"), (witness("end"), "fm-g-end")])
-        run.finish()
-        report = check_failover(run.run_dir, dst.bootstrap_servers, settings, run.topics,
-                                source_bootstrap=src.bootstrap_servers)
-    finally:
-        rep.stop()
-    assert {e.target_topic for e in report.entries} == {"source.fm-x"}
-    assert report.settings["offset_syncs_topic"] == "mm2-offset-syncs.target.internal"
-    assert "offset syncs" not in report.not_run and all(e.offset_syncs for e in report.entries)
-    report.assert_ok(max_records_behind=0)  # with the syncs check: read on the source, as MM2 writes them
-    assert all(e.rereads == 0 for e in report.entries if e.witness == "end")
-    assert report.heartbeats["topic"] == "source.heartbeats" and report.heartbeats["count"] >= 1
 
 
 @pytest.mark.kafka_mirror(replicator_properties={"sync.group.offsets.enabled": "true"})

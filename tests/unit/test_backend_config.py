@@ -25,7 +25,7 @@ from pytest_kafka_mirror.replicators.mm2 import (
     render_mm2_properties,
     topics_regex,
 )
-from tests.fake_kafka import make_fake_kafka_home
+from tests.kafka import fake_release
 
 
 # ----------------------------------------------------------------------------- cluster ids
@@ -133,21 +133,58 @@ def test_server_properties_static_voters_before_3_9(tmp_path: Path) -> None:
     assert "controller.quorum.bootstrap.servers" not in text
 
 
+def test_server_properties_of_a_node_of_three(tmp_path: Path) -> None:
+    voters = {1: 41002, 2: 41012, 3: 41022}
+    text = render_server_properties(node_id=2, port=41011, controller_port=41012, log_dir=tmp_path, version=(4, 3, 1),
+                                    voters=voters)
+    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert props["controller.quorum.voters"] == "1@127.0.0.1:41002,2@127.0.0.1:41012,3@127.0.0.1:41022"
+    assert "controller.quorum.bootstrap.servers" not in props  # a static quorum, whatever the version
+    assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "3"
+    assert props["min.insync.replicas"] == props["transaction.state.log.min.isr"] == "2"
+
+
+def test_server_properties_link_listener(tmp_path: Path) -> None:
+    text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path, version=(4, 3, 1),
+                                    link=(41005, 41006))
+    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    assert props["listeners"].endswith(",LINK://127.0.0.1:41006")  # the broker listens for the link here
+    assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:41001,LINK://127.0.0.1:41005"  # and names the link
+    assert props["listener.security.protocol.map"].endswith(",LINK:PLAINTEXT")
+
+
 def test_storage_format_arguments_follow_the_version(tmp_path: Path) -> None:
-    new = storage_format_argv("/k", "ID", tmp_path / "s.properties", (4, 0, 0))
-    assert new == ["/k/bin/kafka-storage.sh", "format", "-t", "ID", "-c", str(tmp_path / "s.properties"),
-                   "--standalone", "--ignore-formatted"]
-    old = storage_format_argv("/k", "ID", "p", (3, 6, 2))
+    new = storage_format_argv("ID", tmp_path / "s.properties", (4, 0, 0))
+    assert new == ["format", "-t", "ID", "-c", str(tmp_path / "s.properties"), "--standalone", "--ignore-formatted"]
+    old = storage_format_argv("ID", "p", (3, 6, 2))
     assert "--standalone" not in old and old[-1] == "--ignore-formatted"
+    assert "--standalone" not in storage_format_argv("ID", "p", (4, 0, 0), nodes=3)  # static voters
 
 
 def test_kafka_version_from_the_jar_names(tmp_path: Path) -> None:
-    assert kafka_version(make_fake_kafka_home(tmp_path, version="3.7.2")) == (3, 7, 2)
+    assert kafka_version(fake_release(tmp_path, version="3.7.2")) == (3, 7, 2)
     libs = tmp_path / "other" / "libs"
     libs.mkdir(parents=True)
     (libs / "kafka_2.13-4.0.0.jar").write_bytes(b"")
     assert kafka_version(tmp_path / "other") == (4, 0, 0)
     assert kafka_version(tmp_path / "nowhere") is None
+
+
+def test_java_command_line_of_a_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_kafka_mirror.clusters.kafka_dist import release_at
+
+    monkeypatch.delenv("KAFKA_HEAP_OPTS", raising=False)
+    monkeypatch.setenv("KAFKA_OPTS", "-Dx=1")
+    rel = release_at(fake_release(tmp_path, version="3.9.1"))
+    config = rel.write_log_config(tmp_path / "w", ("kafka.request.logger",))
+    assert config.name == "log4j.properties" and "log4j.logger.kafka.request.logger=WARN" in config.read_text()
+    argv = rel.java_argv("kafka.Kafka", ["s.properties"], heap="-Xmx512M", log_config=config)
+    assert argv[1] == "-Xmx512M" and f"-Dlog4j.configuration=file:{config}" in argv
+    assert argv[argv.index("-cp") + 1] == f"{rel.libs}/*" and argv[-3:] == ["-Dx=1", "kafka.Kafka", "s.properties"]
+    monkeypatch.setenv("KAFKA_HEAP_OPTS", "-Xmx1G")
+    assert rel.java_argv("M", [], heap="-Xmx512M", log_config=config)[1] == "-Xmx1G"  # as the scripts do
+    (rel.libs / "log4j-core-2.25.4.jar").write_bytes(b"")  # Kafka 4: log4j2
+    assert rel.write_log_config(tmp_path / "w2").name == "log4j2.properties"
 
 
 # ----------------------------------------------------------------------------- MirrorMaker 2
@@ -165,13 +202,27 @@ def test_mm2_properties_for_single_node_clusters() -> None:
     assert p["source->target.topics"] == "^km-.*"
     assert p["replication.policy.class"] == DEFAULT_POLICY
     assert p["sync.topic.acls.enabled"] == "false"
-    for key in ("replication.factor", "checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-                "offset-syncs.topic.replication.factor", "offset.storage.replication.factor",
-                "status.storage.replication.factor", "config.storage.replication.factor"):
+    for key in ("source->target.replication.factor", "source->target.checkpoints.topic.replication.factor",
+                "source->target.heartbeats.topic.replication.factor", "target->source.heartbeats.topic.replication.factor",
+                "source->target.offset-syncs.topic.replication.factor", "target.offset.storage.replication.factor",
+                "target.status.storage.replication.factor", "source.config.storage.replication.factor"):
         assert p[key] == "1", key
+    for key in ("replication.factor", "offset.storage.replication.factor", "status.storage.replication.factor"):
+        assert key not in p  # top-level keys would win over the per-cluster ones for both herders
     assert p["emit.checkpoints.enabled"] == p["emit.heartbeats.enabled"] == "true"
     assert int(p["refresh.topics.interval.seconds"]) <= 5  # test topics are found in seconds
     assert "source.consumer.fetch.max.wait.ms" not in p and "source->target.use.defaults.from" not in p
+
+
+def test_mm2_properties_per_cluster_replication_and_record_size() -> None:
+    p = _mm2(source_replication=1, target_replication=3, max_record_bytes=4 * 1024 * 1024)
+    assert p["source->target.replication.factor"] == p["target.offset.storage.replication.factor"] == "3"
+    assert p["source->target.checkpoints.topic.replication.factor"] == "3"
+    assert p["source->target.offset-syncs.topic.replication.factor"] == "1"  # on the source
+    assert p["source.status.storage.replication.factor"] == "1"  # the reverse herder's, on the source
+    fits = str(4 * 1024 * 1024 + 64 * 1024)
+    assert p["target.producer.max.request.size"] == p["source.consumer.max.partition.fetch.bytes"] == fits
+    assert _mm2(max_record_bytes=200)["target.producer.max.request.size"] == str(1024 * 1024)  # never below the default
 
 
 def test_mm2_properties_on_tansu() -> None:
@@ -257,28 +308,44 @@ def test_bad_command_templates(template: str, message: str) -> None:
 
 # ----------------------------------------------------------------------------- specs and settings
 def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
-    home = make_fake_kafka_home(tmp_path)
+    home = fake_release(tmp_path)
     assert parse_cluster_spec("container:apache/kafka:3.9.1") == ClusterSpec("container", "apache/kafka:3.9.1")
     assert parse_cluster_spec(f"kafka-home:{home}") == ClusterSpec("kafka-home", str(home))
     assert parse_cluster_spec("kafka-home") == ClusterSpec("kafka-home")
-    with pytest.raises(ValueError, match=r"container:nginx.*cannot tell how to configure.*accepted: tansu \| container:IMAGE"):
-        parse_cluster_spec("container:nginx")
-    with pytest.raises(ValueError, match="not a directory.*accepted: tansu"):
-        parse_cluster_spec(f"kafka-home:{tmp_path / 'missing'}")
-    with pytest.raises(ValueError, match="no bin/kafka-server-start.sh"):
-        parse_cluster_spec(f"kafka-home:{tmp_path}")
+    assert parse_cluster_spec("kafka:4.3.1") == ClusterSpec("kafka", "4.3.1")
+    assert parse_cluster_spec("kafka:4.3.1,brokers=3") == ClusterSpec("kafka", "4.3.1,brokers=3")
+    assert parse_cluster_spec("kafka:4.3.1,brokers=1") == ClusterSpec("kafka", "4.3.1")
+    for bad, message in [
+        ("container:nginx", r"container:nginx.*cannot tell how to configure"),
+        (f"kafka-home:{tmp_path / 'missing'}", "not a directory"),
+        (f"kafka-home:{tmp_path}", "has no libs/"),
+        ("kafka", "kafka needs a release version, e.g. kafka:4.3.1"),
+        ("kafka:4.3", r"'4.3' is not an Apache Kafka release version \(MAJOR.MINOR.PATCH"),
+        ("kafka:2.8.1", "KRaft brokers, Apache Kafka 3.3 or later"),
+        ("kafka:4.3.1,brokers=9", r"'brokers=9' is not brokers=N \(N from 1 to 5\)"),
+        ("kafka:4.3.1,nodes=3", "is not brokers=N"),
+    ]:
+        with pytest.raises(ValueError, match=f"{message}.*accepted: tansu \\| container:IMAGE"):
+            parse_cluster_spec(bad)
 
 
 def test_replicator_specs(tmp_path: Path) -> None:
-    home = make_fake_kafka_home(tmp_path)
+    home = fake_release(tmp_path)
     assert parse_replicator_spec(f"mm2:{home}") == ReplicatorSpec("mm2", str(home))
+    assert parse_replicator_spec("mm2:4.3.1") == ReplicatorSpec("mm2", "4.3.1")
+    assert parse_replicator_spec("mm1:3.9.1") == ReplicatorSpec("mm1", "3.9.1")
     assert parse_replicator_spec("mm2") == ReplicatorSpec("mm2")
     assert parse_replicator_spec("mm2:container:apache/kafka:3.9.1") == ReplicatorSpec("mm2", "container:apache/kafka:3.9.1")
     assert parse_replicator_spec("external:prefix:dc1.") == ReplicatorSpec("external", "prefix:dc1.")
     assert parse_replicator_spec("command:ureplicator --whitelist {topics}").kind == "command"
+    no_mm2 = fake_release(tmp_path / "broker-only", mm2=False)
     for bad, message in [
         ("mm2:/nonexistent", "not a directory"),
-        (f"mm2:{tmp_path}", "no bin/connect-mirror-maker.sh"),
+        (f"mm2:{tmp_path}", "has no libs/"),
+        (f"mm2:{no_mm2}", r"has no MirrorMaker 2 \(connect-mirror, connect-runtime\) jars"),
+        ("mm2:4.3", "not an Apache Kafka release version"),
+        ("mm1:4.3.1", "the legacy MirrorMaker .* ended with Kafka 3.9, 4.3.1 has none: use mm2:4.3.1"),
+        ("mm1", "mm1 needs a release: mm1:VERSION"),
         ("mm2:container:redpandadata/redpanda", "has no MirrorMaker 2"),
         ("external:suffix:x", "unknown topic naming policy"),
         ("brooklin", "unknown replicator spec"),
@@ -300,7 +367,7 @@ def test_replicator_properties_from_every_source(tmp_path: Path) -> None:
     assert resolve(cli=cli, env=env).replicator_properties == (("k", "v"), ("k2", "v2"))
     with pytest.raises(SettingsError, match="ini key kafka_mirror_replicator_properties: 'novalue' is not KEY=VALUE"):
         resolve(ini={"kafka_mirror_replicator_properties": ["novalue"]})
-    home = make_fake_kafka_home(tmp_path)
+    home = fake_release(tmp_path)
     assert resolve(env={"KAFKA_MIRROR_KAFKA_HOME": str(home)}).kafka_home == str(home)
     with pytest.raises(SettingsError, match="env KAFKA_MIRROR_KAFKA_HOME: .* is not a directory"):
         resolve(env={"KAFKA_MIRROR_KAFKA_HOME": str(tmp_path / "none")})

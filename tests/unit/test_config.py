@@ -33,7 +33,7 @@ def test_precedence_cli_over_ini_over_env() -> None:
 @pytest.mark.parametrize(
     "ini,env,message",
     [
-        ({"kafka_mirror_source": "kafka"}, {}, r"ini key kafka_mirror_source: unknown cluster spec 'kafka'; accepted: tansu"),
+        ({"kafka_mirror_source": "kafak"}, {}, r"ini key kafka_mirror_source: unknown cluster spec 'kafak'; accepted: tansu"),
         ({}, {"KAFKA_MIRROR_DRAIN_TIMEOUT": "-1"}, r"env KAFKA_MIRROR_DRAIN_TIMEOUT: '-1' must be a positive number"),
         ({}, {"KAFKA_MIRROR_FORMAT": "xml"}, r"env KAFKA_MIRROR_FORMAT: 'xml' is not a record format"),
         ({}, {"KAFKA_MIRROR_MESSAGE_SIZE": "1.5"}, r"'1.5' is not a whole number"),

@@ -9,6 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.replicators import connect_status as cs
 from pytest_kafka_mirror.replicators.command import CommandReplicator
 from pytest_kafka_mirror.replicators.connect_status import (
@@ -186,7 +187,8 @@ def _cluster(port: int) -> SimpleNamespace:
 
 
 def _mm2(tmp_path: Path, **kw: object) -> MirrorMaker2:
-    return MirrorMaker2(_cluster(1), _cluster(2), tmp_path, topic_prefix="km-gw0", home="/nowhere", **kw)  # type: ignore[arg-type]
+    release = KafkaRelease(Path("/nowhere"), (4, 3, 1))  # never started: no jars needed
+    return MirrorMaker2(_cluster(1), _cluster(2), tmp_path, topic_prefix="km-gw0", release=release, **kw)  # type: ignore[arg-type]
 
 
 def test_an_instance_keeps_its_id_over_restarts_and_others_differ(tmp_path: Path) -> None:
@@ -240,3 +242,17 @@ def test_describe_names_connectors_in_a_fixed_order_whatever_the_read_order() ->
             "MirrorHeartbeatConnector RUNNING, no tasks; Alpha PAUSED; Zeta RUNNING, no tasks")
     assert describe(latest_statuses(records)) == want
     assert describe(latest_statuses(records[::-1])) == want
+
+
+def test_a_trace_is_quoted_with_its_root_cause() -> None:
+    trace = ("org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from producer send callback\n"
+             "\tat org.apache.kafka.connect.runtime.WorkerSourceTask.maybeThrowProducerSendException(X.java:1)\n"
+             "Caused by: org.apache.kafka.common.errors.TimeoutException: wrapped\n\tat Y.run(Y.java:2)\n"
+             "Caused by: org.apache.kafka.common.errors.RecordTooLargeException: The message is 300097 bytes\n")
+    s = ConnectStatus("MirrorSourceConnector", 1, "FAILED", trace=trace)
+    assert s.describe() == ("FAILED: org.apache.kafka.connect.errors.ConnectException: Unrecoverable exception from "
+                            "producer send callback; caused by org.apache.kafka.common.errors.RecordTooLargeException: "
+                            "The message is 300097 bytes")
+    assert cs.failed([s, ConnectStatus("C", 2, "RUNNING")]) == [s]
+    old = ConnectStatus("MirrorSourceConnector", 3, "FAILED", trace=trace, written_ms=1_000)
+    assert cs.failed([old, s], since_ms=500) == [old] and cs.failed([old], since_ms=2_000) == []

@@ -25,11 +25,12 @@ __all__ = ["Discovery", "create_topic"]
 
 
 def create_topic(admin: Any, name: str, partitions: int) -> bool:
-    """Create ``name``; False when it already existed."""
+    """Create ``name`` with the broker's default replication factor (-1: a multi-broker
+    target replicates it, and its ``min.insync.replicas`` can be met); False when it already existed."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    fs = admin.create_topics([NewTopic(name, partitions, 1)], operation_timeout=10)
+    fs = admin.create_topics([NewTopic(name, partitions, -1)], operation_timeout=10)
     try:
         fs[name].result(timeout=15)
         return True
