@@ -46,6 +46,23 @@ __all__ = ["MirrorRun"]
 log = logging.getLogger("pytest_kafka_mirror.run")
 
 
+def replicator_says(replicator: Any) -> dict[str, str]:
+    """What ``replicator`` says about itself (for a report with missing records): its
+    health (it exited, a FAILED task) and its status (MirrorMaker 2: connectors and
+    tasks); never raises."""
+    if replicator is None:
+        return {}
+    out = {"spec": str(getattr(replicator, "spec", "") or type(replicator).__name__)}
+    for what in ("health", "status"):
+        fn = getattr(replicator, what, None)
+        if callable(fn):
+            try:
+                out[what] = str(fn() or "")
+            except Exception as exc:
+                out[what] = f"cannot tell: {type(exc).__name__}: {exc}"
+    return out
+
+
 class MirrorRun:
     """Produce to ``topics`` on the source and verify their copies on the target."""
 
@@ -105,12 +122,31 @@ class MirrorRun:
         self._background: list[tuple[threading.Thread, list[BaseException]]] = []
         self._lock = threading.Lock()
 
-    def _topic_lanes(self, topics: Sequence[str] | None = None) -> list[TopicLanes]:
+    def _topic_lanes(self, topics: Sequence[str] | None = None,
+                     lanes: dict[str, int] | int | None = None) -> list[TopicLanes]:
         out = []
+        given = self.lanes if lanes is None else lanes
         for topic in topics or self.topics:
-            lanes = self.lanes.get(topic) if isinstance(self.lanes, dict) else self.lanes
-            out.append(TopicLanes(topic, self.partitions[topic], lanes))
+            n = given.get(topic) if isinstance(given, dict) else given
+            out.append(TopicLanes(topic, self.partitions[topic], n))
         return out
+
+    def _refresh_partitions(self, topics: Sequence[str]) -> None:
+        """Take the source's partition counts of ``topics`` that grew since the run began
+        (a topic that does not exist yet keeps the count it was declared with)."""
+        from confluent_kafka.admin import AdminClient
+
+        from ._kafkalog import with_logger
+
+        try:
+            md = AdminClient(with_logger({"bootstrap.servers": self.source_bootstrap})).list_topics(timeout=10)
+        except Exception as exc:  # the readiness round and the producer report an unreachable source
+            log.info("no partition counts from the source (%s)", exc)
+            return
+        for t in topics:
+            meta = md.topics.get(t)
+            if meta is not None and meta.error is None and len(meta.partitions) > self.partitions.get(t, 0):
+                self.partitions[t] = len(meta.partitions)
 
     def start_capture(self) -> None:
         if not self._capture_started:
@@ -135,6 +171,7 @@ class MirrorRun:
         on_counts: CountsCallback | None = None,
         witnesses: Sequence[tuple[Witness, str]] = (),
         processes: int = 1,
+        lanes: dict[str, int] | int | None = None,
     ) -> Manifest | list[Manifest]:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -149,7 +186,9 @@ class MirrorRun:
         is the report's ``discovery_s``); False starts at once.
 
         ``topics``: a subset of the run's topics (default: all of them), e.g. a topic that
-        only exists from the middle of the run on.  ``faults``: ``at(SECONDS, fault)``
+        only exists from the middle of the run on.  ``lanes``: this producer's lanes (default:
+        the run's), e.g. more after partitions were added.  A topic that has grown since the
+        run began (``add_partitions``) is produced to with its partitions of now.  ``faults``: ``at(SECONDS, fault)``
         entries applied while producing, timed from the start of the schedule; what
         happened is kept in :attr:`markers` (a fault that fails is recorded, and
         :meth:`fault_errors` reports it after the run: nothing measured is lost).
@@ -165,7 +204,8 @@ class MirrorRun:
         schedule = FaultSchedule(list(faults))
         producer = self._producer(processes, format=format, message_size=message_size, producer_id=producer_id,
                                   config=config)
-        topic_lanes = self._topic_lanes(chosen)
+        self._refresh_partitions(chosen)
+        topic_lanes = self._topic_lanes(chosen, lanes)
         producer.check_size(topic_lanes)
         monitor = self._witness_monitor(witnesses, chosen) if witnesses else None
         self.start_capture()
@@ -316,6 +356,8 @@ class MirrorRun:
         self.finish()
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
         self.report.markers = [m.to_dict() for m in self.markers]
+        if self.report.lost or self.report.unseen:
+            self.report.replicator = replicator_says(self.replicator)
         self.report.write(self.run_dir / REPORT_FILE)
         return self.report
 

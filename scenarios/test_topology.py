@@ -7,7 +7,8 @@ What it expects:
   before the topic's records start), asserted under DISCOVERY_S.  MirrorMaker 2 polls for new topics every
   ``refresh.topics.interval.seconds`` (default 600 s!): set it low or this fails.
 * add partitions: records produced to the new partitions arrive too (the replicator must
-  notice the partition count change and the target topic must grow).
+  notice the partition count change and the target topic must grow): a producer of 2
+  lanes, then the topic grows from 2 to 4 partitions, then a producer of 4 lanes.
 
 Why: teams add topics and partitions without telling the replication owners.
 
@@ -47,11 +48,16 @@ def test_new_topic_discovered_mid_run(mirror_topics, mirror_producer, mirror_ver
 def test_add_partitions_mid_run(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     mirror_faults.require("source.add_partitions", "target.add_partitions")
     [topic] = mirror_topics(1, partitions=2)
-    run = mirror_producer.new_run([topic], lanes=4, partitions={topic: 4})  # lanes 2, 3 use the new partitions
-    mirror_producer.produce(run, rate=RATE, duration=4)
-    grow = add_partitions(mirror_faults.source, topic, 4)
-    mirror_producer.produce(run, rate=RATE, duration=6, faults=[at(0, grow)])
+    run = mirror_producer.new_run([topic])
+    mirror_producer.produce(run, rate=RATE, duration=4)  # a producer with 2 lanes, partitions 0-1
+    mirror_faults.source.add_partitions(topic, 4)
+    # A second producer with 4 lanes: lanes 2 and 3 use the new partitions.  Its readiness
+    # round waits until the replicator copies them (grown on the target), so their
+    # records' latency does not include the replicator noticing the growth.
+    mirror_producer.produce(run, rate=RATE, duration=6, lanes=4)
 
     report = mirror_verifier(run)
 
     report.assert_ok()
+    grown = {p for lane in report.lanes if lane.lane >= 2 for p in lane.partitions}
+    assert grown == {2, 3}, f"lanes 2-3 arrived in target partitions {grown}: {report.summary()}"

@@ -210,6 +210,25 @@ class _SendLoop:
         self.counts_at = (now, [t.sent for t in self.state])
         on_counts(self.producer_id, counts)
 
+    def await_partition(self, exc: Exception, topic: str, partition: int) -> None:
+        """After ``produce`` raised ``exc``: when the client does not know ``partition`` yet
+        (a partition added to the topic mid-run, e.g. ``add_partitions(...)``: the client
+        refreshes its metadata only every few minutes), ask for the topic's metadata until
+        it knows it, then return so the send is retried; re-raise anything else, and
+        ProducerError after :data:`PARTITION_WAIT_S`."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        if not (isinstance(exc, KafkaException) and exc.args and exc.args[0].code() == KafkaError._UNKNOWN_PARTITION):
+            raise exc
+        deadline = time.monotonic() + PARTITION_WAIT_S
+        while time.monotonic() < deadline:
+            meta = self.client.list_topics(topic, timeout=5).topics.get(topic)
+            if meta is not None and partition in meta.partitions:
+                return
+            self.client.poll(0.1)
+        raise ProducerError(f"topic {topic!r} has no partition {partition} after {PARTITION_WAIT_S:g} s "
+                            f"(the client's metadata: {sorted(meta.partitions) if meta else 'no topic'})")
+
     def send(self, t: _Topic, k0: int, k1: int, due: tuple[float, float] | None) -> None:
         """Hand records ``k0 .. k1-1`` of topic ``t`` to the client.
 
@@ -245,6 +264,8 @@ class _SendLoop:
                         break
                     except BufferError:
                         poll(0.05)
+                    except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
+                        self.await_partition(exc, topic, parts[lane])
         else:
             pid = enc.producer_id.encode()
             for k in range(k0, k1):
@@ -262,8 +283,14 @@ class _SendLoop:
                         break
                     except BufferError:
                         poll(0.05)
+                    except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
+                        self.await_partition(exc, topic, parts[lane])
         seconds.start, seconds.end, seconds.n = start, end, n
         t.sent = k1
+
+
+#: How long a send waits for the client to learn of a partition added to its topic.
+PARTITION_WAIT_S = 15.0
 
 
 class MirrorProducer:

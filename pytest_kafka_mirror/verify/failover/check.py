@@ -198,6 +198,12 @@ def evaluate(
                     if histories is not None:
                         _add_sync_evidence(e, histories.get((topic, p)) or SyncHistory([]), seq)
                 report.entries += new
+    for e in report.untranslatable():
+        if e.via == "checkpoint" or not settings.emit_checkpoints:
+            report.notes.append(f"not translated, as MM2's design allows: {e.where}, committed upstream "
+                                f"{e.committed}: {e.untranslatable}; a consumer failing over falls back to "
+                                f"auto.offset.reset={reset}: resumes at {e.resume_at}, skipped {e.skipped}, "
+                                f"re-reads {e.rereads}")
     report.heartbeats, why = _heartbeats(state, settings, since)
     if why:
         report.not_run["heartbeats"] = why

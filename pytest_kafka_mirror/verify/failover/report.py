@@ -14,7 +14,7 @@ from ..report import format_table
 
 if TYPE_CHECKING:
     pass
-from .syncs import SeenSync, SyncEvidence, SyncHistory
+from .syncs import SeenSync, SyncEvidence, SyncHistory, _store_translate
 from .target import SeenCheckpoint
 
 
@@ -33,6 +33,8 @@ class FailoverEntry(_BaseEntry):
     sync_verdict: str | None = None  # "as synced" | "allowed" | "coarser" | "ahead" | "no sync"
     coarser: int = 0  # how far the translation is below sync_floor
     history_coarser: list[dict[str, Any]] = field(default_factory=list)  # checkpoints of the run below their floor
+    #: no translation, and MM2's sync store (replayed from every sync written) could not give one: why
+    untranslatable: str | None = None
 
     def head(self) -> str:
         text = self.sync_text()
@@ -43,6 +45,8 @@ class FailoverEntry(_BaseEntry):
         if self.offset_syncs is None:
             return ""
         n = f"{self.offset_syncs} offset sync{'' if self.offset_syncs == 1 else 's'} for this partition"
+        if self.translated is None and self.untranslatable:
+            return f"{n}; {self.untranslatable}"
         if self.translated is None or self.sync_for is None:
             return n
         if self.sync is None:
@@ -81,10 +85,38 @@ def _verdict(translated: int, ev: SyncEvidence) -> str:
     return "as synced" if translated == ev.best else "allowed"
 
 
+def _untranslatable(history: SyncHistory, upstream: int) -> str | None:
+    """Why MM2's sync store, after every sync the replicator wrote, cannot translate
+    ``upstream``; None when it can (then a missing translation is the replicator's fault)
+    or when the partition has no sync at all (MM2 writes one for the first record it copies)."""
+    n = len(history.syncs)
+    if not n:
+        return None
+    kept = _store_translate(history.states[n], upstream)
+    if kept is not None and kept >= 0:
+        return None
+    start = history.generation[n]
+    first = history.syncs[start]
+    head = f"MM2's offset-sync store holds no sync at or before upstream {upstream}, so MM2 cannot translate it"
+    if start:
+        before = history.syncs[start - 1]
+        return (f"{head}: the store started over at the sync {first.upstream} -> {first.downstream} "
+                f"({when(first.time_ms / 1000)}, offset {first.seq} of the syncs topic), whose upstream offset went back "
+                f"from {before.upstream}: the replicator copied again from its last committed position (a restart "
+                f"after a crash), and MM2 then drops every older sync (OffsetSyncStore: an upstream rewind "
+                f"invalidates all previous offsets); as MM2's design allows")
+    if first.upstream > upstream:
+        return f"{head}: the first sync of this partition is at upstream {first.upstream}; as MM2's design allows"
+    newest = history.syncs[-1]
+    return (f"{head}: it keeps 64 syncs, exponentially spaced back from the newest ({newest.upstream} -> "
+            f"{newest.downstream}), none of them at or before it; as MM2's design allows")
+
+
 def _add_sync_evidence(e: FailoverEntry, history: SyncHistory, seq: list[SeenCheckpoint]) -> None:
     """The syncs behind ``e``'s translation and behind every checkpoint of the run (pure)."""
     e.offset_syncs = len(history.syncs)
     if e.translated is None:
+        e.untranslatable = _untranslatable(history, e.committed)
         return
     # a synced group offset is a checkpoint's downstream offset (MM2 syncs its latest checkpoints)
     cp = seq[-1] if e.via == "checkpoint" and seq else next(
@@ -118,14 +150,37 @@ class FailoverReport(_BaseReport):
 
     entries: list[FailoverEntry] = field(default_factory=list)  # type: ignore[assignment]
 
+    def untranslatable(self) -> list[FailoverEntry]:
+        """Untranslated entries MM2's algorithm could not have translated from the syncs the
+        replicator wrote (each says why: e.g. the sync store started over at a re-copy after
+        a crash); a failing-over consumer falls back to ``auto.offset.reset`` there."""
+        return [e for e in self.untranslated() if isinstance(e, FailoverEntry) and e.untranslatable]
+
     def coarser_than_syncs(self) -> list[FailoverEntry]:
         """Entries translated (at failover, or by any checkpoint of the run) worse than the syncs allow."""
         return [e for e in self.entries if e.coarser or e.history_coarser]
 
     def figures(self) -> dict[str, Any]:
         f = super().figures()
-        f["failover_coarser_than_syncs"] = None if "offset syncs" in self.not_run else len(self.coarser_than_syncs())
+        syncs_read = "offset syncs" not in self.not_run
+        f["failover_coarser_than_syncs"] = len(self.coarser_than_syncs()) if syncs_read else None
+        f["failover_untranslatable"] = len(self.untranslatable()) if syncs_read else None
         return f
+
+    def _check_translated(self) -> str | None:
+        """Untranslated partitions are failures, except where the offset syncs show MM2
+        could not translate (:meth:`untranslatable`): those are reported, with the reason
+        and what the fallback to ``auto.offset.reset`` costs, and checked by the loss check."""
+        bad = [e for e in self.untranslated() if not (isinstance(e, FailoverEntry) and e.untranslatable)]
+        if not bad:
+            return None
+        via = "/".join(sorted({e.via for e in bad}))
+        lines = [(f"no translation: {len(bad)} group partitions holding records have no {via} offset on the "
+                  f"target although the offset syncs allowed one (a failing-over consumer falls back to "
+                  f"auto.offset.reset={self.reset})")]
+        for e in bad[:MAX_SHOWN]:
+            lines.append(f"  {e.head()}; skipped {e.skipped}, re-read {e.rereads} under reset={self.reset}")
+        return "\n".join(lines)
 
     def assert_as_syncs_allow(self, *, witnesses: Sequence[str] | None = None) -> None:
         """Every translation (the latest, and every checkpoint of the run) is at least what
