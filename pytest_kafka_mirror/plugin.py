@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
+from .report.storage import VERIFICATION
 from .report.summary import RESULTS_ATTR, SPOOL_KEY, SessionReporting
 from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .faults.schedule import MirrorFaults
     from .provisioning import TopicPool
     from .replicators import Replicator
+    from .report.storage import TestResult
 
 __all__ = ["SESSION_KEY"]
 
@@ -507,9 +509,7 @@ def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
     """``mirror_verifier(run)`` waits for the capture, runs the Spark verification and
     returns a :class:`~pytest_kafka_mirror.verify.MirrorReport` (also saved as JSON, with
     plots); ``mirror_verifier.record(report)`` takes in a report verified elsewhere."""
-    callspec = getattr(request.node, "callspec", None)
-    params = {k: _plain(v) for k, v in callspec.params.items()} if callspec is not None else {}
-    verifier = MirrorVerifier(_session(request.config), request.node.nodeid, params)
+    verifier = MirrorVerifier(_session(request.config), request.node.nodeid, _params(request))
     request.node.stash[_VERIFIER_KEY] = verifier
     return verifier
 
@@ -522,14 +522,24 @@ def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> Mi
     re-read records, translations past the end of the log, rewinds, checkpoint staleness,
     heartbeat lag, with ``assert_ok()`` and one assertion per check.  Its figures become
     JUnit properties ``kafka_mirror.failover.FIGURE`` (``kafka_mirror.failover[N].FIGURE``
-    for a test's further checks)."""
+    for a test's further checks), and each check is a result of the test in the summary,
+    the stored run and the comparison (``NODEID#failover``)."""
     node = request.node
 
     def properties(index: int, report: Any) -> None:
         prefix = "kafka_mirror.failover" + (f"[{index}]" if index else "")
         node.user_properties.extend((f"{prefix}.{k}", v) for k, v in report.figures().items() if v is not None)
 
-    return MirrorFailover(_session(request.config), mirror_env.replicator, node.nodeid, on_report=properties)
+    failover = MirrorFailover(_session(request.config), mirror_env.replicator, node.nodeid, on_report=properties,
+                              params=_params(request))
+    node.stash[_FAILOVER_KEY] = failover
+    return failover
+
+
+def _params(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The test's parameters, as its results store them."""
+    callspec = getattr(request.node, "callspec", None)
+    return {k: _plain(v) for k, v in callspec.params.items()} if callspec is not None else {}
 
 
 def _plain(value: Any) -> Any:
@@ -538,7 +548,9 @@ def _plain(value: Any) -> Any:
 
 
 _VERIFIER_KEY = pytest.StashKey[MirrorVerifier]()
-_ATTACHED_KEY = pytest.StashKey[int]()
+_FAILOVER_KEY = pytest.StashKey[MirrorFailover]()
+#: keys of the test's results already attached to a report of an earlier phase
+_ATTACHED_KEY = pytest.StashKey[set[str]]()
 _CALL_OUTCOME_KEY = pytest.StashKey[str]()
 
 
@@ -547,32 +559,35 @@ _CALL_OUTCOME_KEY = pytest.StashKey[str]()
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
     report = yield
     verifier = item.stash.get(_VERIFIER_KEY, None)
-    if verifier is not None:
-        if report.when == "call":
-            item.stash[_CALL_OUTCOME_KEY] = report.outcome
-        _attach_results(item, report, verifier)
-        if report.when == "call" and report.failed:
-            funcargs = getattr(item, "funcargs", {})
-            env = funcargs.get("mirror_env")
-            rep = env.replicator if env is not None else funcargs.get("replicator")
-            if rep is not None:
-                report.sections.append(("kafka-mirror replicator log (last 40 lines)", rep.logs(40)))
-            if env is not None and env.private:
-                report.sections.append(("kafka-mirror private environment", env.describe()))
+    failover = item.stash.get(_FAILOVER_KEY, None)
+    if report.when == "call":
+        item.stash[_CALL_OUTCOME_KEY] = report.outcome
+    _attach_results(item, report, [*(verifier.results if verifier else []), *(failover.results if failover else [])])
+    if verifier is not None and report.when == "call" and report.failed:
+        funcargs = getattr(item, "funcargs", {})
+        env = funcargs.get("mirror_env")
+        rep = env.replicator if env is not None else funcargs.get("replicator")
+        if rep is not None:
+            report.sections.append(("kafka-mirror replicator log (last 40 lines)", rep.logs(40)))
+        if env is not None and env.private:
+            report.sections.append(("kafka-mirror private environment", env.describe()))
     return report
 
 
-def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: MirrorVerifier) -> None:
-    """Put the verifications made since the last phase on this phase's report.
+def _attach_results(item: pytest.Item, report: pytest.TestReport, results: list[TestResult]) -> None:
+    """Put the verifications and failover checks made since the last phase on this phase's report.
 
-    xdist serialises a report's attributes to the controller, where ``reporting.py``
+    xdist serialises a report's attributes to the controller, where ``report/summary.py``
     collects them: that is how results of every worker reach one summary and one stored
-    run.  The figures also become JUnit XML properties (``kafka_mirror.FIGURE``, or
-    ``kafka_mirror[N].FIGURE`` for a test's N-th further verification); junitxml reads them
-    from the item, through the teardown report.
+    run.  A verification's figures also become JUnit XML properties (``kafka_mirror.FIGURE``,
+    or ``kafka_mirror[N].FIGURE`` for a test's N-th further verification); junitxml reads
+    them from the item, through the teardown report.  (A failover check's properties are
+    added by the ``mirror_failover`` fixture as the check ends.)
     """
-    done = item.stash.get(_ATTACHED_KEY, 0)
-    new = verifier.results[done:]
+    if not results:
+        return
+    attached = item.stash.setdefault(_ATTACHED_KEY, set())
+    new = [r for r in results if r.key not in attached]
     if not new:
         return
     outcome = item.stash.get(_CALL_OUTCOME_KEY, report.outcome)
@@ -580,6 +595,9 @@ def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: Mirr
     for result in new:
         result.outcome = outcome
         payload.append({"key": result.key, **result.to_dict()})
+        attached.add(result.key)
+        if result.kind != VERIFICATION:
+            continue
         prefix = "kafka_mirror" + (f"[{result.index}]" if result.index else "")
         for name, value in result.figures.items():
             if value is not None:
@@ -588,7 +606,6 @@ def _attach_results(item: pytest.Item, report: pytest.TestReport, verifier: Mirr
             if d.get("discovery_s") is not None:
                 item.user_properties.append((f"{prefix}.discovery_s.{topic}", d["discovery_s"]))
     setattr(report, RESULTS_ATTR, payload)
-    item.stash[_ATTACHED_KEY] = len(verifier.results)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._warnings import PytestKafkaMirrorWarning
 from .config import Settings
-from .report.storage import TestResult
+from .report.storage import FAILOVER, TestResult
 from .rundir import WRITTEN_LIST
 
 if TYPE_CHECKING:
@@ -512,15 +512,21 @@ class MirrorFailover:
     consumer groups (``replicator.checkpoints``: the reference mirror's and MM2's
     properties).  A replicator that does not say (``command:``, ``external:``) skips the
     test with the reason unless ``settings=`` is given.  The report is saved beside the
-    test's other reports as ``...-failover.json``.
+    test's other reports as ``...-failover.json``, and each check is a result of the test
+    (key ``NODEID#failover``, ``NODEID#failover#N`` for its N-th further check) in the
+    summary, the stored run and the comparison, as a verification is.
     """
 
     def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str,
-                 on_report: Callable[[int, FailoverReport], None] | None = None) -> None:
+                 on_report: Callable[[int, FailoverReport], None] | None = None,
+                 params: dict[str, Any] | None = None) -> None:
         self.session = session
         self.replicator = replicator
         self.nodeid = nodeid
+        self.params = params or {}
         self.reports: list[FailoverReport] = []
+        #: one per failover check, as MirrorVerifier.results (plugin.py attaches them to the test's report)
+        self.results: list[TestResult] = []
         #: called with (index, report) after each failover check (the plugin adds JUnit properties)
         self.on_report = on_report
 
@@ -539,12 +545,24 @@ class MirrorFailover:
                         "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")
         report = run.failover(settings, wait=wait, reset=reset,
                               emitter=getattr(self.replicator, "heartbeat_emitter", None))
-        path = self.session.report_path(self.nodeid, len(self.reports))
+        index = len(self.reports)
+        path = self.session.report_path(self.nodeid, index)
         path = path.with_name(path.stem + "-failover.json")
         self.session.report_files()
         report.write(path)
         self.session.report_files(path)
         self.reports.append(report)
+        self._record(index, report, path)
         if self.on_report is not None:
-            self.on_report(len(self.reports) - 1, report)
+            self.on_report(index, report)
         return report
+
+    def _record(self, index: int, report: FailoverReport, path: Path) -> None:
+        """The check as a result of the test: figures, the whole report, where it was written."""
+        from .report.compare import failover_figures
+
+        result = TestResult(key=TestResult.key_of(self.nodeid, index, FAILOVER), nodeid=self.nodeid, index=index,
+                            kind=FAILOVER, params=self.params, figures=failover_figures(report),
+                            report=report.to_dict(), report_path=str(path))
+        self.results.append(result)
+        self.session.results.append(result)

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_kafka_mirror.config import resolve_settings
-from pytest_kafka_mirror.report.compare import figures
-from pytest_kafka_mirror.report.storage import TestResult, build_run
+from pytest_kafka_mirror.report.compare import failover_figures, figures
+from pytest_kafka_mirror.report.storage import FAILOVER, TestResult, build_run
 from pytest_kafka_mirror.verify import LatencyStats, MirrorReport
+from pytest_kafka_mirror.verify.failover import FailoverEntry, FailoverReport
 
-__all__ = ["FIXED", "sample_report", "sample_result", "sample_run"]
+__all__ = ["FIXED", "sample_failover_report", "sample_failover_result", "sample_report", "sample_result",
+           "sample_run"]
 
 #: Everything about where and when a run happened, fixed so documents are reproducible.
 FIXED: dict[str, Any] = {
@@ -57,6 +59,42 @@ def sample_result(nodeid: str, report: MirrorReport, index: int = 0, **params: A
         figures=figures(report), report=report.to_dict(),
         report_path=f"/reports/{nodeid.replace('/', '.')}.json",
         plots={k: f"/reports/{nodeid.replace('/', '.')}.{k}.svg" for k in ("latency", "histogram", "rate")},
+    )
+
+
+def sample_failover_report(*, partitions: int = 2, rereads: int = 0, skipped: int = 0, untranslatable: int = 0,
+                           delay_s: float | None = 1.5, heartbeat_lag_ms: int | None = 850) -> FailoverReport:
+    """A failover check of one witness group that committed 100 on each of ``partitions``
+    partitions, translated both ways (checkpoint, synced).  Partition 0 re-reads
+    ``rereads`` and skips ``skipped`` records; the checkpoints of the first
+    ``untranslatable`` partitions have no translation, which MM2's sync store could not give."""
+    entries = []
+    for p in range(partitions):
+        for via in ("checkpoint", "synced"):
+            none = via == "checkpoint" and p < untranslatable
+            translated = None if none else 100 - (rereads if p == 0 else 0) + (skipped if p == 0 else 0)
+            entries.append(FailoverEntry(
+                group="km-gw0-test_fo-1a2b3c-end", witness="end", topic="orders", target_topic="source.orders",
+                partition=p, via=via, committed=100, committed_at=1_741_944_000.0, consumed_last="p1/lane 0 seq 99",
+                translated=translated, translated_upstream=100 if via == "checkpoint" and not none else None,
+                resume_at=200 if none else translated, end_of_log=200, exact=100,
+                skipped=skipped if p == 0 and not none else 0, rereads=rereads if p == 0 and not none else 0,
+                records_behind=(100 if none else 0) if via == "checkpoint" else None,
+                seconds_behind=0.0 if via == "checkpoint" else None,
+                max_delay_s=delay_s if via == "checkpoint" else None, offset_syncs=3,
+                untranslatable="MM2's offset-sync store holds no sync at or before upstream 100" if none else None,
+            ))
+    heartbeats = {"topic": "source.heartbeats", "count": 8, "lag_ms": heartbeat_lag_ms, "max_gap_ms": 1000}
+    return FailoverReport(run_dir="/runs/1", read_at=1_741_944_010.0, waited_s=2.0, reset="latest",
+                          settings={"offset_lag_max": 100}, entries=entries, heartbeats=heartbeats)
+
+
+def sample_failover_result(nodeid: str, report: FailoverReport, index: int = 0, **params: Any) -> TestResult:
+    stem = nodeid.replace("/", ".") + (f"-{index}" if index else "")
+    return TestResult(
+        key=TestResult.key_of(nodeid, index, FAILOVER), nodeid=nodeid, index=index, kind=FAILOVER, params=params,
+        outcome="passed", figures=failover_figures(report), report=report.to_dict(),
+        report_path=f"/reports/{stem}-failover.json",
     )
 
 

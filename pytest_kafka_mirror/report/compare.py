@@ -11,10 +11,19 @@ A *figure* is one number of a verified run, named after the report:
 * ``discovery_s``: the replicator's discovery time, the longest over the run's topics
   (topic created -> a warm-up record of every partition on the target; seconds).
 
+A failover check (``mirror_failover``) is a result of its own (key ``NODEID#failover``, see
+``storage.py``) with the figures of its ``FailoverReport``: ``failover_skipped``,
+``failover_rereads_max``, ``failover_beyond_end_max``, ``failover_rewinds``,
+``failover_untranslated``, ``failover_untranslatable``, ``failover_coarser_than_syncs``,
+``checkpoint_records_behind_max``, ``checkpoint_seconds_behind_max``,
+``checkpoint_delay_max_s``, ``heartbeat_lag_ms``, ``heartbeat_max_gap_ms``.  Each figure
+belongs to one kind of result (:attr:`Figure.kind`), so a check only ever compares a
+verified run with a verified run and a failover check with a failover check.
+
 A regression check (``--kafka-mirror-compare-fail``) says how much worse a figure may get
 than in the compared run: ``FIGURE:N%`` relative to the baseline value, ``FIGURE:N`` in the
-figure's unit.  Worse means higher for counts and latencies, lower for the rate.  Checks
-are parsed while the command line is parsed, so a typo fails before any cluster starts:
+figure's unit.  Worse means higher for counts, latencies and durations, lower for the rate.
+Checks are parsed while the command line is parsed, so a typo fails before any cluster starts:
 
 >>> check = parse_compare_fail("latency_p99:10%")
 >>> check.worsening(baseline=20.0, current=23.0)
@@ -37,11 +46,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..verify.report import TOTAL_FIELDS, format_table
+from .storage import FAILOVER, KINDS, VERIFICATION, count_results, kind_of
 
 if TYPE_CHECKING:
+    from ..verify.failover_report import FailoverReport
     from ..verify.report import MirrorReport
 
 __all__ = [
+    "FAILOVER_SUMMARY_COLUMNS",
     "FIGURES",
     "SUMMARY_COLUMNS",
     "Comparison",
@@ -49,6 +61,9 @@ __all__ = [
     "RegressionCheck",
     "achieved_rate",
     "compare_runs",
+    "failover_figures",
+    "failover_summary_row",
+    "figure_names",
     "figures",
     "format_figure",
     "parse_compare_fail",
@@ -61,10 +76,11 @@ class Figure:
     """What a figure measures, its unit, and which direction is a regression."""
 
     name: str
-    unit: str  # "records" | "lanes" | "ms" | "msg/s" | "s"
+    unit: str  # "records" | "lanes" | "ms" | "msg/s" | "s" | "offsets" | "checkpoints" | "translations"
     higher_is_worse: bool
     gateable: bool
     help: str
+    kind: str = VERIFICATION  # the kind of result that has it (storage.KINDS)
 
 
 def _count(name: str, help: str, unit: str = "records") -> Figure:
@@ -78,6 +94,11 @@ def _size(name: str, help: str) -> Figure:
 
 def _latency(name: str, help: str) -> Figure:
     return Figure(f"latency_{name}", "ms", higher_is_worse=True, gateable=True, help=help)
+
+
+def _failover(name: str, unit: str, help: str) -> Figure:
+    # Every failover figure is worse when higher: records lost or re-read, staleness, lag.
+    return Figure(name, unit, higher_is_worse=True, gateable=True, help=help, kind=FAILOVER)
 
 
 FIGURES: dict[str, Figure] = {
@@ -107,11 +128,39 @@ FIGURES: dict[str, Figure] = {
                help="achieved messages/s per topic over the produce window"),
         Figure("discovery_s", "s", higher_is_worse=True, gateable=True,
                help="topic created -> a warm-up record of every partition on the target (longest topic)"),
+        _failover("failover_skipped", "records", "records a group had not consumed that it never reads after "
+                  "failing over (at failover, or at any checkpoint of the run)"),
+        _failover("failover_rereads_max", "records", "most records one group re-reads on one partition after "
+                  "failing over"),
+        _failover("failover_beyond_end_max", "offsets", "furthest a translation points past the end of the "
+                  "target log"),
+        _failover("failover_rewinds", "checkpoints", "checkpoints that went back while their group did not"),
+        _failover("failover_untranslated", "translations", "group partitions holding records without a "
+                  "translation (the consumer falls back to auto.offset.reset)"),
+        _failover("failover_untranslatable", "translations", "of those, the ones MM2's offset-sync store could "
+                  "not translate (by design, e.g. after an upstream rewind)"),
+        _failover("failover_coarser_than_syncs", "translations", "translations worse than the offset syncs the "
+                  "replicator wrote allow"),
+        _failover("checkpoint_records_behind_max", "offsets", "source offsets the latest checkpoint is behind its "
+                  "group's last commit at failover (largest)"),
+        _failover("checkpoint_seconds_behind_max", "s", "seconds the latest checkpoint is behind its group's last "
+                  "commit at failover (largest)"),
+        _failover("checkpoint_delay_max_s", "s", "longest wait from a commit to the first checkpoint reflecting it"),
+        _failover("heartbeat_lag_ms", "ms", "age of the newest replicated heartbeat at failover"),
+        _failover("heartbeat_max_gap_ms", "ms", "longest gap between two replicated heartbeats"),
     )
 }
 GATEABLE = tuple(name for name, f in FIGURES.items() if f.gateable)
-#: Figures the comparison shows when no check names any.
-DEFAULT_SHOWN = ("missing", "duplicated", "reordered", "latency_p50", "latency_p99", "latency_p999", "rate")
+#: Figures the comparison shows for a result when no check names any of its kind's.
+DEFAULT_SHOWN = {
+    VERIFICATION: ("missing", "duplicated", "reordered", "latency_p50", "latency_p99", "latency_p999", "rate"),
+    FAILOVER: ("failover_skipped", "failover_rereads_max", "failover_untranslated", "checkpoint_delay_max_s"),
+}
+
+
+def figure_names(kind: str) -> tuple[str, ...]:
+    """The figures of one kind of result, in :data:`FIGURES` order."""
+    return tuple(name for name, f in FIGURES.items() if f.kind == kind)
 
 Value = int | float | None
 
@@ -138,14 +187,21 @@ def achieved_rate(producers: Sequence[Mapping[str, Any]]) -> float | None:
 
 
 def figures(report: MirrorReport) -> dict[str, Value]:
-    """Every figure of ``report``, in :data:`FIGURES` order."""
+    """Every figure of a verified run's ``report``, in :data:`FIGURES` order."""
     values: dict[str, Value] = {name: getattr(report, name) for name in TOTAL_FIELDS}
     values["missing"] = report.lost + report.unseen
     for name in ("min", "mean", "p50", "p90", "p99", "p999", "max"):
         values[f"latency_{name}"] = getattr(report.latency, f"{name}_ms")
     values["rate"] = achieved_rate(report.producers)
     values["discovery_s"] = report.discovery_s
-    return {name: values.get(name) for name in FIGURES}
+    return {name: values.get(name) for name in figure_names(VERIFICATION)}
+
+
+def failover_figures(report: FailoverReport) -> dict[str, Value]:
+    """Every figure of a failover check's ``report``, in :data:`FIGURES` order (None where
+    it could not be measured, e.g. the offset-sync figures when the syncs were not read)."""
+    values = report.figures()
+    return {name: values.get(name) for name in figure_names(FAILOVER)}
 
 
 def format_figure(name: str, value: Value) -> str:
@@ -238,6 +294,16 @@ SUMMARY_LEGEND = (
     "p50/p99/p99.9: latency; rate: achieved msg/s per topic; discovery: topic created -> every partition "
     "copied (longest topic)"
 )
+#: Columns of the session's table of failover checks, and what they mean.
+FAILOVER_SUMMARY_COLUMNS = ("test", "groups/translations", "skipped", "rereads max", "untranslated", "beyond end",
+                            "rewinds", "checkpoint delay", "heartbeat lag")
+FAILOVER_SUMMARY_LEGEND = (
+    "skipped: records a group had not consumed and never reads after failing over; rereads max: most records "
+    "one group re-reads on one partition; untranslated: group partitions without a translation (in "
+    "parentheses: those MM2's offset syncs could not translate); beyond end: furthest translation past the "
+    "end of the log; rewinds: checkpoints that went back; checkpoint delay: longest commit -> first "
+    "checkpoint; heartbeat lag: newest replicated heartbeat's age at failover"
+)
 
 
 def summary_row(key: str, values: Mapping[str, Value]) -> dict[str, str]:
@@ -246,6 +312,21 @@ def summary_row(key: str, values: Mapping[str, Value]) -> dict[str, str]:
              "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate",
              "discovery": "discovery_s"}
     return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
+
+
+def failover_summary_row(key: str, values: Mapping[str, Value], report: Mapping[str, Any]) -> dict[str, str]:
+    """One row of the table of failover checks from a result's figures and its report
+    (``FailoverReport.to_dict()``, for the groups and translations it checked)."""
+    entries = report.get("entries") or []
+    untranslated = format_figure("failover_untranslated", values.get("failover_untranslated"))
+    if values.get("failover_untranslatable"):
+        untranslated += f" ({format_figure('failover_untranslatable', values['failover_untranslatable'])})"
+    names = {"skipped": "failover_skipped", "rereads max": "failover_rereads_max",
+             "beyond end": "failover_beyond_end_max", "rewinds": "failover_rewinds",
+             "checkpoint delay": "checkpoint_delay_max_s", "heartbeat lag": "heartbeat_lag_ms"}
+    return {"test": key, "groups/translations": f"{len({e.get('group') for e in entries})} / {len(entries)}",
+            "untranslated": untranslated,
+            **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
 
 
 # -- comparing two sessions ------------------------------------------------------------------
@@ -263,6 +344,7 @@ class Comparison:
     #: one message per regression: the test, the figure, both values and the check
     regressions: list[str] = field(default_factory=list)
     compared: list[str] = field(default_factory=list)  # result keys in both runs
+    compared_kinds: list[str] = field(default_factory=list)  # the kind of each compared result
     only_baseline: list[str] = field(default_factory=list)
     only_current: list[str] = field(default_factory=list)
 
@@ -284,10 +366,8 @@ class Comparison:
             lines.append(f"{n} regression{'s' if n != 1 else ''}:")
             lines += [f"  {message}" for message in self.regressions]
         elif self.checks:
-            lines.append(
-                f"no regression: {', '.join(map(str, self.checks))} held for {len(self.compared)} "
-                f"verified run{'s' if len(self.compared) != 1 else ''}"
-            )
+            lines.append(f"no regression: {', '.join(map(str, self.checks))} held for "
+                         f"{count_results(self.compared_kinds)}")
         return "\n".join(lines)
 
 
@@ -299,48 +379,69 @@ def compare_runs(
     baseline_label: str = "baseline",
     current_label: str = "this session",
 ) -> Comparison:
-    """Compare the ``results`` of two stored-run documents (see ``storage.py``)."""
+    """Compare the ``results`` of two stored-run documents (see ``storage.py``).
+
+    A result is compared with the result of the same key, so of the same kind: verified
+    runs show and are checked on verification figures, failover checks on failover figures.
+    """
     base_results: Mapping[str, Any] = baseline.get("results", {})
     cur_results: Mapping[str, Any] = current.get("results", {})
     comparison = Comparison(baseline_label, current_label, tuple(checks))
     comparison.compared = [key for key in cur_results if key in base_results]
+    comparison.compared_kinds = [kind_of(cur_results[key]) for key in comparison.compared]
     comparison.only_baseline = [key for key in base_results if key not in cur_results]
     comparison.only_current = [key for key in cur_results if key not in base_results]
-
-    shown = list(dict.fromkeys(c.figure for c in checks)) or list(DEFAULT_SHOWN)
-    for key in comparison.compared:
-        base_figures = base_results[key].get("figures", {})
-        cur_figures = cur_results[key].get("figures", {})
-        for i, name in enumerate(shown):
-            b, c = base_figures.get(name), cur_figures.get(name)
-            verdicts = []
-            for check in (ch for ch in checks if ch.figure == name):
-                failed = check.fails(b, c)
-                verdicts.append(f"{check} {'FAILED' if failed else 'ok'}")
-                if failed:
-                    comparison.regressions.append(_regression_message(key, check, b, c))
-            comparison.rows.append({
-                "test": key if i == 0 else "",
-                "figure": name,
-                "baseline": format_figure(name, b),
-                "now": format_figure(name, c),
-                "change": _format_change(name, b, c),
-                "check": ", ".join(verdicts),
-            })
-    if checks and cur_results and not comparison.compared:
-        # A gate that compared nothing must not pass silently (renamed tests, another machine's run).
-        comparison.regressions.append(
-            f"nothing compared: none of the {len(cur_results)} verified runs of {current_label} is in "
-            f"{baseline_label}, so {', '.join(map(str, checks))} gated nothing"
-        )
+    for key, kind in zip(comparison.compared, comparison.compared_kinds, strict=True):
+        _compare_result(comparison, key, base_results[key].get("figures", {}), cur_results[key].get("figures", {}),
+                        [c for c in checks if FIGURES[c.figure].kind == kind], DEFAULT_SHOWN[kind])
+    for kind in KINDS:
+        _gated_nothing(comparison, kind, [kind_of(r) for r in cur_results.values()].count(kind))
     return comparison
+
+
+def _compare_result(comparison: Comparison, key: str, base_figures: Mapping[str, Value],
+                    cur_figures: Mapping[str, Value], checks: Sequence[RegressionCheck],
+                    default_shown: Sequence[str]) -> None:
+    """The rows and regressions of one result: the figures its ``checks`` name, or
+    ``default_shown`` when none does."""
+    shown = list(dict.fromkeys(c.figure for c in checks)) or list(default_shown)
+    for i, name in enumerate(shown):
+        b, c = base_figures.get(name), cur_figures.get(name)
+        verdicts = []
+        for check in (ch for ch in checks if ch.figure == name):
+            failed = check.fails(b, c)
+            verdicts.append(f"{check} {'FAILED' if failed else 'ok'}")
+            if failed:
+                comparison.regressions.append(_regression_message(key, check, b, c))
+        comparison.rows.append({
+            "test": key if i == 0 else "",
+            "figure": name,
+            "baseline": format_figure(name, b),
+            "now": format_figure(name, c),
+            "change": _format_change(name, b, c),
+            "check": ", ".join(verdicts),
+        })
+
+
+def _gated_nothing(comparison: Comparison, kind: str, current: int) -> None:
+    """A gate that compared nothing must not pass silently (renamed tests, another
+    machine's run): the checks of ``kind`` fail when this run has ``current`` results of
+    that kind and none of them is in the baseline."""
+    checks = [c for c in comparison.checks if FIGURES[c.figure].kind == kind]
+    if checks and current and kind not in comparison.compared_kinds:
+        comparison.regressions.append(
+            f"nothing compared: none of the {count_results([kind] * current, plural=True)} of "
+            f"{comparison.current_label} is in {comparison.baseline_label}, so {', '.join(map(str, checks))} "
+            "gated nothing"
+        )
 
 
 def _regression_message(key: str, check: RegressionCheck, baseline: Value, current: Value) -> str:
     name = check.figure
     if current is None:
+        why = "no record arrived" if FIGURES[name].kind == VERIFICATION else "not measured: see the report's not_run"
         return (
-            f"{key}: {name} has no value in this run (no record arrived) vs {format_figure(name, baseline)} "
+            f"{key}: {name} has no value in this run ({why}) vs {format_figure(name, baseline)} "
             f"in the baseline; {check} allows no such regression"
         )
     assert baseline is not None  # fails() is False without a baseline value

@@ -191,6 +191,7 @@ class MirrorCollector:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
         from .compare import FIGURES
+        from .storage import VERIFICATION
 
         snap = self.snapshot()
         for name, help in (
@@ -220,7 +221,9 @@ class MirrorCollector:
         yield hist
 
         verified = snap["verified"]
-        for name, figure in FIGURES.items():
+        # The figures of verified runs (failover checks are not exported).
+        report_figures = {name: f for name, f in FIGURES.items() if f.kind == VERIFICATION}
+        for name, figure in report_figures.items():
             if figure.unit == "ms":
                 continue
             gauge = GaugeMetricFamily(f"kafka_mirror_report_{name}", f"After verification: {figure.help} ({figure.unit}).",
@@ -233,7 +236,7 @@ class MirrorCollector:
                                 "After verification: latency of the first arrival of each acknowledged record.",
                                 labels=["test", "figure"])
         for key, figures in sorted(verified.items()):
-            for name, figure in FIGURES.items():
+            for name, figure in report_figures.items():
                 if figure.unit == "ms" and figures.get(name) is not None:
                     lat.add_metric([key, name.removeprefix("latency_")], figures[name] / 1000.0)
         yield lat

@@ -23,6 +23,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .storage import count_results, kind_of
+
 if TYPE_CHECKING:
     from ..verify.report import MirrorReport
 
@@ -290,9 +292,11 @@ def write_index(
     *,
     comparison: str | None = None,
     now: datetime | None = None,
+    more: Sequence[tuple[str, Sequence[Mapping[str, str]], Sequence[str], Sequence[Mapping[str, Any]]]] = (),
 ) -> Path:
-    """Write ``directory/index.html``: the summary table (``rows``), the comparison, and per
-    result (``key``, ``outcome``, ``report_path``, ``plots``) links to its report and plots."""
+    """Write ``directory/index.html``: the summary table (``rows``), further tables
+    (``more``: title, rows, columns, results; e.g. the failover checks), the comparison, and
+    per result (``key``, ``outcome``, ``report_path``, ``plots``) links to its report and plots."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     when = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -300,23 +304,24 @@ def write_index(
     def rel(path: str | None) -> str:
         return _esc(os.path.relpath(path, d)) if path else ""
 
+    tables = [("", rows, columns, results), *more]
+    every = [r for *_, table_results in tables for r in table_results]
     out = [
         "<!DOCTYPE html>",
         "<html><head><meta charset='utf-8'><title>pytest-kafka-mirror</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>pytest-kafka-mirror: {len(results)} verified run{'s' if len(results) != 1 else ''}</h1>",
+        f"<h1>pytest-kafka-mirror: {_esc(count_results(kind_of(r) for r in every))}</h1>",
         f"<p>{when}</p>",
-        "<table><tr>" + "".join(f"<th>{_esc(c)}</th>" for c in columns) + "</tr>",
     ]
-    for i, (row, result) in enumerate(zip(rows, results, strict=True)):
-        cls = " class='failed'" if result.get("outcome") == "failed" else ""
-        first, *rest = (_esc(row.get(c, "")) for c in columns)
-        cells = [f"<td><a href='#r{i}'>{first}</a></td>", *(f"<td>{v}</td>" for v in rest)]
-        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
-    out.append("</table>")
+    first = 0
+    for title, table_rows, table_columns, table_results in tables:
+        if table_rows:
+            out += [f"<h2>{_esc(title)}</h2>"] if title else []
+            out += _index_table(table_rows, table_columns, table_results, first)
+        first += len(table_results)
     if comparison:
         out += ["<h2>Comparison</h2>", f"<pre>{_esc(comparison)}</pre>"]
-    for i, result in enumerate(results):
+    for i, result in enumerate(every):
         out.append(f"<h2 id='r{i}'>{_esc(str(result.get('key')))} ({_esc(str(result.get('outcome')))})</h2>")
         if result.get("report_path"):
             out.append(f"<p><a href='{rel(result['report_path'])}'>report JSON</a></p>")
@@ -330,3 +335,17 @@ def write_index(
     path = d / "index.html"
     path.write_text("\n".join(out) + "\n")
     return path
+
+
+def _index_table(rows: Sequence[Mapping[str, str]], columns: Sequence[str], results: Sequence[Mapping[str, Any]],
+                 first: int) -> list[str]:
+    """One summary table of the page; its first cells link to the results' sections
+    (numbered from ``first``)."""
+    out = ["<table><tr>" + "".join(f"<th>{_esc(c)}</th>" for c in columns) + "</tr>"]
+    for i, (row, result) in enumerate(zip(rows, results, strict=True), start=first):
+        cls = " class='failed'" if result.get("outcome") == "failed" else ""
+        head, *rest = (_esc(row.get(c, "")) for c in columns)
+        cells = [f"<td><a href='#r{i}'>{head}</a></td>", *(f"<td>{v}</td>" for v in rest)]
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out.append("</table>")
+    return out

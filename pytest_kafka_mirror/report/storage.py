@@ -22,9 +22,10 @@ A document holds (see ``tests/golden/stored_run.json``)::
     plugin         versions of pytest-kafka-mirror and of the libraries that shape the figures
     settings       cluster, replicator and naming specs, Spark master, record defaults
     metadata       what pytest_kafka_mirror_run_metadata hooks added (e.g. the replicator version)
-    results        per verified run, keyed by pytest node id (``NODEID#N`` for the N-th further
-                   verification in one test): node id, index, params, outcome, every figure,
-                   the whole MirrorReport, and where its report and plots were written
+    results        per verified run and per failover check, keyed by pytest node id (see
+                   :meth:`TestResult.key_of`): node id, index, kind, params, outcome, every
+                   figure, the whole report (MirrorReport or FailoverReport), and where its
+                   report and plots were written
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import platform
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -46,19 +48,27 @@ if TYPE_CHECKING:
     from ..config import Settings
 
 __all__ = [
+    "FAILOVER",
+    "KINDS",
     "STORED_RUN_VERSION",
+    "VERIFICATION",
     "FileStorage",
     "StorageError",
     "TestResult",
     "build_run",
+    "count_results",
     "get_commit_info",
     "get_machine_id",
     "get_machine_info",
+    "kind_of",
     "load_run",
     "run_label",
 ]
 
 STORED_RUN_VERSION = 1
+#: Kinds of result: a verified run (``mirror_verifier``), a failover check (``mirror_failover``).
+VERIFICATION, FAILOVER = "verification", "failover"
+KINDS = (VERIFICATION, FAILOVER)
 LATEST = "latest"
 _RUN_FILE = re.compile(r"^(?P<number>\d{4,})_(?P<name>.+)\.json$")
 #: Libraries whose versions change the figures; recorded in every stored run.
@@ -71,23 +81,29 @@ class StorageError(ValueError):
 
 @dataclass
 class TestResult:
-    """One verified run of one test, as the controller receives it from a worker."""
+    """One verified run or one failover check of one test, as the controller receives it
+    from a worker."""
 
     __test__ = False  # not a test class
 
-    key: str  # node id, "NODEID#N" for the N-th further verification of one test
+    key: str  # see key_of
     nodeid: str
-    index: int
+    index: int  # 0 for the test's first result of its kind, N for its N-th further one
+    kind: str = VERIFICATION  # VERIFICATION | FAILOVER (documents without it are verifications)
     params: dict[str, Any] = field(default_factory=dict)
     outcome: str = "passed"
     figures: dict[str, Any] = field(default_factory=dict)
-    report: dict[str, Any] = field(default_factory=dict)  # MirrorReport.to_dict()
+    report: dict[str, Any] = field(default_factory=dict)  # MirrorReport.to_dict() / FailoverReport.to_dict()
     report_path: str | None = None
-    plots: dict[str, str] = field(default_factory=dict)  # kind -> path of the SVG
+    plots: dict[str, str] = field(default_factory=dict)  # plot kind -> path of the SVG
 
     @staticmethod
-    def key_of(nodeid: str, index: int) -> str:
-        return nodeid if index == 0 else f"{nodeid}#{index}"
+    def key_of(nodeid: str, index: int, kind: str = VERIFICATION) -> str:
+        """``NODEID`` and ``NODEID#N`` for a test's first and N-th further verification;
+        ``NODEID#failover`` and ``NODEID#failover#N`` for its failover checks, so a failover
+        check is never compared with a verification."""
+        base = nodeid if kind == VERIFICATION else f"{nodeid}#{kind}"
+        return base if index == 0 else f"{base}#{index}"
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -97,8 +113,24 @@ class TestResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TestResult:
         d = dict(d)
-        d.setdefault("key", cls.key_of(d["nodeid"], d.get("index", 0)))
+        d.setdefault("key", cls.key_of(d["nodeid"], d.get("index", 0), d.get("kind", VERIFICATION)))
         return cls(**d)
+
+
+_NOUNS = {VERIFICATION: ("verified run", "verified runs"), FAILOVER: ("failover check", "failover checks")}
+
+
+def kind_of(result: Mapping[str, Any]) -> str:
+    """The kind of a stored result (a ``TestResult.to_dict()``)."""
+    return str(result.get("kind", VERIFICATION))
+
+
+def count_results(kinds: Iterable[str], *, plural: bool = False) -> str:
+    """``1 verified run``, ``2 verified runs and 1 failover check``: results counted by kind
+    (``0 verified runs`` for none); ``plural`` for "none of the 1 verified runs"."""
+    counts = Counter(kinds)
+    parts = [f"{counts[k]} {_NOUNS[k][plural or counts[k] != 1]}" for k in KINDS if counts[k]]
+    return " and ".join(parts) or f"0 {_NOUNS[VERIFICATION][1]}"
 
 
 # -- what the document says about where it ran -----------------------------------------------

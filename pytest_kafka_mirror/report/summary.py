@@ -22,17 +22,30 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pytest
 
-from .compare import SUMMARY_COLUMNS, SUMMARY_LEGEND, Comparison, compare_runs, summary_row
+from ..verify.report import format_table
+from .compare import (
+    FAILOVER_SUMMARY_COLUMNS,
+    FAILOVER_SUMMARY_LEGEND,
+    SUMMARY_COLUMNS,
+    SUMMARY_LEGEND,
+    Comparison,
+    compare_runs,
+    failover_summary_row,
+    summary_row,
+)
 from .storage import (
+    FAILOVER,
+    VERIFICATION,
     FileStorage,
     StorageError,
     TestResult,
     autosave_name,
     build_run,
+    count_results,
     get_commit_info,
     load_run,
     run_label,
@@ -42,7 +55,7 @@ if TYPE_CHECKING:  # the pytest layer above: types only
     from ..config import Settings
     from ..session import KafkaMirrorSession
 
-__all__ = ["RESULTS_ATTR", "SPOOL_KEY", "SessionReporting"]
+__all__ = ["RESULTS_ATTR", "SPOOL_KEY", "SessionReporting", "SummaryTable", "render_summary", "summary_tables"]
 
 #: Attribute of a TestReport that carries the verifications of its test (dicts, xdist-serialisable).
 RESULTS_ATTR = "kafka_mirror_results"
@@ -50,6 +63,42 @@ RESULTS_ATTR = "kafka_mirror_results"
 SPOOL_KEY = "kafka_mirror_metrics_spool"
 #: The current session as a stored-run document, always written to the report directory.
 SESSION_FILE = "session.json"
+
+
+class SummaryTable(NamedTuple):
+    """One table of the summary: verified runs, or failover checks."""
+
+    title: str
+    rows: list[dict[str, str]]
+    columns: tuple[str, ...]
+    legend: str
+    results: list[TestResult]
+
+
+def summary_tables(results: list[TestResult]) -> list[SummaryTable]:
+    """The verified runs' table, then the failover checks' (each only when it has a result)."""
+    verified = [r for r in results if r.kind == VERIFICATION]
+    checks = [r for r in results if r.kind == FAILOVER]
+    tables = []
+    if verified:
+        tables.append(SummaryTable("verified runs", [summary_row(r.key, r.figures) for r in verified],
+                                   SUMMARY_COLUMNS, SUMMARY_LEGEND, verified))
+    if checks:
+        rows = [failover_summary_row(r.key, r.figures, r.report) for r in checks]
+        tables.append(SummaryTable("failover checks", rows, FAILOVER_SUMMARY_COLUMNS, FAILOVER_SUMMARY_LEGEND, checks))
+    return tables
+
+
+def render_summary(results: list[TestResult]) -> list[tuple[str, str]]:
+    """The summary's lines after its title: ``("-", title)`` for a separator before a
+    further table, ``("", line)`` for a line."""
+    lines: list[tuple[str, str]] = []
+    for i, table in enumerate(summary_tables(results)):
+        if i:
+            lines.append(("-", f"kafka-mirror {table.title}"))
+        lines.append(("", format_table(table.rows, table.columns, limit=len(table.rows))))
+        lines.append(("", f"    {table.legend}"))
+    return lines
 
 
 def _origin(settings: Settings, name: str) -> str:
@@ -174,8 +223,9 @@ class SessionReporting:
             self.results[result.key] = result
 
     def sorted_results(self) -> list[TestResult]:
-        """By node id: workers finish in any order, the summary and the stored run do not."""
-        return sorted(self.results.values(), key=lambda r: (r.nodeid, r.index))
+        """By node id, verifications before failover checks: workers finish in any order,
+        the summary and the stored run do not."""
+        return sorted(self.results.values(), key=lambda r: (r.nodeid, r.kind != VERIFICATION, r.index))
 
     # -- the end ------------------------------------------------------------------------------
 
@@ -228,10 +278,11 @@ class SessionReporting:
         if results:
             from .plots import write_index
 
-            rows = [summary_row(r.key, r.figures) for r in results]
+            first, *more = summary_tables(results)
             self.index = write_index(
-                s.report_dir, rows, SUMMARY_COLUMNS, [vars(r) for r in results],
+                s.report_dir, first.rows, first.columns, [vars(r) for r in first.results],
                 comparison=self.comparison.render() if self.comparison else None,
+                more=[(t.title, t.rows, t.columns, [vars(r) for r in t.results]) for t in more],
             )
             self.session.report_files(self.index)
         if self.metrics is not None:
@@ -244,17 +295,15 @@ class SessionReporting:
         interrupted = self.exitstatus == pytest.ExitCode.INTERRUPTED
         if not results and self.comparison is None and self.metrics is None and not interrupted:
             return
-        n = len(results)
-        title = f"{n} verified run{'s' if n != 1 else ''}" if n else ""
+        title = count_results(r.kind for r in results) if results else ""
         if interrupted:
             title = f"interrupted after {title or 'no verified run'}"
         tr.write_sep("=", f"kafka-mirror: {title}" if title else "kafka-mirror")
-        if results:
-            from ..verify.report import format_table
-
-            rows = [summary_row(r.key, r.figures) for r in results]
-            tr.write_line(format_table(rows, SUMMARY_COLUMNS, limit=len(rows)))
-            tr.write_line(f"    {SUMMARY_LEGEND}")
+        for sep, text in render_summary(results):
+            if sep:
+                tr.write_sep(sep, text)
+            else:
+                tr.write_line(text)
         if self.comparison is not None:
             tr.write_sep("-", "kafka-mirror comparison")
             for line in self.comparison.render().splitlines():
@@ -330,7 +379,8 @@ class SessionReporting:
             if current is not None:
                 tr.write_line(f"next: kafka-mirror compare {self.baseline_path} {current}")
             return
-        failed = [r for r in results if r.outcome == "failed" and r.report_path]
+        # (show prints verifier reports; a failover check's report is JSON beside them)
+        failed = [r for r in results if r.outcome == "failed" and r.report_path and r.kind == VERIFICATION]
         if failed:
             tr.write_line(f"next: kafka-mirror show {failed[0].report_path}" + (
                 f"   (plots: {self.index})" if self.index else ""))

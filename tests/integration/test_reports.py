@@ -289,3 +289,52 @@ def test_a_save_that_fails_fails_the_session(pytester: pytest.Pytester, tmp_path
     result.assert_outcomes(passed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["not saved: cannot write */not-a-dir/*: *"])
+
+
+# A failover check without any verification (as scenarios/test_failover.py's low-throughput
+# case), on the embedded default: the reference mirror's checkpoints and synced offsets.
+FAILOVER_SCENARIO = textwrap.dedent(
+    """
+    import pytest
+    from pytest_kafka_mirror import witness
+
+    @pytest.mark.kafka_mirror(replicator_properties={"sync.group.offsets.enabled": "true"})
+    def test_low_throughput(mirror_topics, mirror_producer, mirror_failover):
+        (topic,) = mirror_topics(1, partitions=2)
+        run = mirror_producer(topic, rate=10, count=20, witnesses=[witness("end")])
+        mirror_failover(run).assert_ok()
+    """
+)
+FAILOVER_NODE = "test_fo.py::test_low_throughput"
+
+
+def test_a_failover_check_is_stored_and_gated_like_a_verification(pytester: pytest.Pytester, tagged_env: str) -> None:
+    pytester.makepyfile(test_fo=FAILOVER_SCENARIO)
+    result = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", f"{SAVE}=base")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*kafka-mirror: 1 failover check*",
+        "    test * groups/translations  skipped  rereads max  untranslated  beyond end  rewinds  checkpoint delay*",
+        f"    {FAILOVER_NODE}#failover * 1 / 4 * 0 * 0 * 0 * 0 * 0 * * s *",
+        "saved: *0001_base.json",
+    ])
+    storage = FileStorage(pytester.path / ".kafka-mirror")
+    baseline = storage.resolve("base")
+    stored = load_run(baseline)["results"]
+    assert list(stored) == [f"{FAILOVER_NODE}#failover"]
+    check = stored[f"{FAILOVER_NODE}#failover"]
+    assert (check["kind"], check["outcome"], check["figures"]["failover_skipped"]) == ("failover", "passed", 0)
+    assert {e["via"] for e in check["report"]["entries"]} == {"checkpoint", "synced"}
+    assert re.match(r"km\w*-gw\d-", check["report"]["entries"][0]["topic"])  # checked on a worker
+
+    # The stored check is a baseline: the same figures gate the next session (a typo fails at once).
+    typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"{COMPARE}=base",
+                                         f"{COMPARE_FAIL}=failover_reread:0")
+    assert typo.ret == pytest.ExitCode.USAGE_ERROR
+    typo.stderr.fnmatch_lines(["*'failover_reread' is not a figure; accepted figures: *failover_rereads_max*"])
+    cli = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "compare", str(baseline), str(baseline),
+                          "--compare-fail", "failover_skipped:0", "--compare-fail", "failover_rereads_max:0"],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert cli.returncode == 0, cli.stdout + cli.stderr
+    assert "no regression: failover_skipped:0, failover_rereads_max:0 held for 1 failover check" in cli.stdout
+    assert processes_tagged(tagged_env) == []

@@ -7,16 +7,21 @@ import math
 import pytest
 
 from pytest_kafka_mirror.report.compare import (
+    DEFAULT_SHOWN,
     FIGURES,
+    GATEABLE,
     RegressionCheck,
     achieved_rate,
     compare_runs,
+    failover_figures,
+    figure_names,
     figures,
     format_figure,
     parse_compare_fail,
 )
+from pytest_kafka_mirror.report.storage import FAILOVER, VERIFICATION
 from tests.golden import assert_golden
-from tests.stored import sample_report, sample_result, sample_run
+from tests.stored import sample_failover_report, sample_failover_result, sample_report, sample_result, sample_run
 
 A = "tests/test_mirror.py::test_steady[headers]"
 B = "tests/test_mirror.py::test_steady[body]"
@@ -30,6 +35,10 @@ B = "tests/test_mirror.py::test_steady[body]"
         ("rate:2.5%", "rate", 2.5, True),
         ("latency_max:1e3", "latency_max", 1000.0, False),
         (" duplicated:5 ", "duplicated", 5.0, False),
+        ("failover_rereads_max:10%", "failover_rereads_max", 10.0, True),
+        ("failover_skipped:0", "failover_skipped", 0.0, False),
+        ("checkpoint_delay_max_s:2.5", "checkpoint_delay_max_s", 2.5, False),
+        ("heartbeat_lag_ms:500", "heartbeat_lag_ms", 500.0, False),
     ],
 )
 def test_parse_compare_fail(text: str, figure: str, threshold: float, relative: bool) -> None:
@@ -46,6 +55,8 @@ def test_parse_compare_fail(text: str, figure: str, threshold: float, relative: 
         ("latency_p99:-5", r"is not a regression check"),
         ("p99:10%", r"'p99' is not a figure; accepted figures: missing, lost, unseen, duplicated"),
         ("expected:0", r"'expected' is a size of the run, not a figure that can regress"),
+        ("failover_reread_max:0", r"'failover_reread_max' is not a figure; accepted figures: .*, failover_skipped, "
+                                  r"failover_rereads_max, .*, heartbeat_max_gap_ms$"),
     ],
 )
 def test_parse_compare_fail_rejects_with_the_accepted_forms(text: str, message: str) -> None:
@@ -87,10 +98,30 @@ def test_missing_values() -> None:
 
 def test_figures_of_a_report() -> None:
     f = figures(sample_report(lost=3, unseen=4, duplicated=2, p50=10.0, p99=20.0, rate=400.0))
-    assert list(f) == list(FIGURES)
+    assert list(f) == list(figure_names(VERIFICATION))
     assert (f["missing"], f["lost"], f["unseen"], f["duplicated"]) == (7, 3, 4, 2)
     assert (f["latency_p50"], f["latency_p99"], f["rate"]) == (10.0, 20.0, 400.0)
     assert figures(sample_report(p50=None, rate=None))["latency_p99"] is None
+
+
+def test_figures_of_a_failover_check() -> None:
+    f = failover_figures(sample_failover_report(rereads=7, skipped=2, untranslatable=1, delay_s=3.25))
+    assert list(f) == list(figure_names(FAILOVER))
+    assert f == {"failover_skipped": 2, "failover_rereads_max": 7, "failover_beyond_end_max": 0, "failover_rewinds": 0,
+                 "failover_untranslated": 1, "failover_untranslatable": 1, "failover_coarser_than_syncs": 0,
+                 "checkpoint_records_behind_max": 100, "checkpoint_seconds_behind_max": 0.0,
+                 "checkpoint_delay_max_s": 3.25, "heartbeat_lag_ms": 850, "heartbeat_max_gap_ms": 1000}
+
+
+def test_every_figure_is_of_one_kind_and_every_failover_figure_is_gated_upwards() -> None:
+    assert set(figure_names(VERIFICATION)) | set(figure_names(FAILOVER)) == set(FIGURES)
+    assert not set(figure_names(VERIFICATION)) & set(figure_names(FAILOVER))
+    for name in figure_names(FAILOVER):
+        assert FIGURES[name].gateable and FIGURES[name].higher_is_worse and name in GATEABLE
+    for kind, shown in DEFAULT_SHOWN.items():
+        assert set(shown) <= set(figure_names(kind))
+    # every figure a failover report gives is a figure of the comparison
+    assert set(sample_failover_report().figures()) == set(figure_names(FAILOVER))
 
 
 def test_achieved_rate_of_producers_one_after_the_other() -> None:
@@ -106,6 +137,9 @@ def test_format_figure() -> None:
     assert format_figure("rate", 480.25) == "480.2 msg/s"
     assert format_figure("missing", 3) == "3"
     assert format_figure("missing", None) == "n/a"
+    assert format_figure("checkpoint_delay_max_s", 1.5) == "1.50 s"
+    assert format_figure("heartbeat_lag_ms", 850) == "850 ms"
+    assert format_figure("failover_rereads_max", 297) == "297"
 
 
 def _runs() -> tuple[dict, dict]:
@@ -163,3 +197,88 @@ def test_a_gate_that_compared_nothing_fails() -> None:
     ]
     # Without checks a comparison is informational only.
     assert not compare_runs(baseline, current).failed
+
+
+# -- failover checks: results of their own, compared with their own kind only ---------------------
+
+FO = "scenarios/test_failover.py::test_after_restart[sigterm]"
+
+
+def _failover_runs() -> tuple[dict, dict]:
+    """A test that verifies and fails over (twice), and one that only fails over; MM2's newer
+    translation re-reads more after the restart."""
+    baseline = sample_run(
+        sample_result(FO, sample_report()),
+        sample_failover_result(FO, sample_failover_report(rereads=40)),
+        sample_failover_result(FO, sample_failover_report(rereads=10), index=1),
+        sample_failover_result("scenarios/test_failover.py::test_low_throughput_partition", sample_failover_report()),
+    )
+    current = sample_run(
+        sample_result(FO, sample_report()),
+        sample_failover_result(FO, sample_failover_report(rereads=297, delay_s=2.0)),
+        sample_failover_result(FO, sample_failover_report(rereads=10), index=1),
+        sample_failover_result("scenarios/test_failover.py::test_low_throughput_partition", sample_failover_report()),
+    )
+    return baseline, current
+
+
+def test_a_failover_rereads_regression_names_the_figure_and_the_check() -> None:
+    baseline, current = _failover_runs()
+    assert list(current["results"]) == [FO, f"{FO}#failover", f"{FO}#failover#1",
+                                        "scenarios/test_failover.py::test_low_throughput_partition#failover"]
+    checks = [parse_compare_fail("failover_rereads_max:10%"), parse_compare_fail("failover_skipped:0"),
+              parse_compare_fail("missing:0")]
+    comparison = compare_runs(baseline, current, checks, baseline_label="0001_mm2-3.4")
+    assert comparison.failed
+    assert comparison.regressions == [
+        f"{FO}#failover: failover_rereads_max 297 vs 40 in the baseline (+257, +642.5%), more than "
+        "failover_rereads_max:10% allows (at most +10%)",
+    ]
+    # A verified run shows (and is checked on) verification figures only, a failover check failover figures only.
+    figures_of: dict[str, list[str]] = {}
+    key = ""
+    for row in comparison.rows:
+        key = row["test"] or key
+        figures_of.setdefault(key, []).append(row["figure"])
+    assert figures_of == {
+        FO: ["missing"],
+        f"{FO}#failover": ["failover_rereads_max", "failover_skipped"],
+        f"{FO}#failover#1": ["failover_rereads_max", "failover_skipped"],
+        "scenarios/test_failover.py::test_low_throughput_partition#failover": ["failover_rereads_max",
+                                                                               "failover_skipped"],
+    }
+    held = compare_runs(baseline, current, [parse_compare_fail("failover_skipped:0")])
+    assert held.render().endswith("no regression: failover_skipped:0 held for 1 verified run and 3 failover checks")
+
+
+def test_golden_failover_comparison_rendering() -> None:
+    baseline, current = _failover_runs()
+    gated = compare_runs(baseline, current, [parse_compare_fail("failover_rereads_max:10%")],
+                         baseline_label="0001_mm2-3.4", current_label="0002_mm2-3.5")
+    shown = compare_runs(baseline, current, baseline_label="0001_mm2-3.4", current_label="0002_mm2-3.5")
+    assert_golden("comparison_failover.txt", gated.render() + "\n\n" + shown.render() + "\n")
+
+
+def test_a_failover_figure_not_measured_now_is_a_regression() -> None:
+    baseline = sample_run(sample_failover_result(FO, sample_failover_report()))
+    current = sample_run(sample_failover_result(FO, sample_failover_report(heartbeat_lag_ms=None)))
+    comparison = compare_runs(baseline, current, [parse_compare_fail("heartbeat_lag_ms:50%")])
+    assert comparison.regressions == [
+        f"{FO}#failover: heartbeat_lag_ms has no value in this run (not measured: see the report's not_run) vs "
+        "850 ms in the baseline; heartbeat_lag_ms:50% allows no such regression"
+    ]
+
+
+def test_a_failover_gate_that_compared_no_failover_check_fails() -> None:
+    # The verified run is compared; the failover check was renamed: its gate compared nothing.
+    baseline = sample_run(sample_result(FO, sample_report()),
+                          sample_failover_result("scenarios/old.py::test_fo", sample_failover_report()))
+    current = sample_run(sample_result(FO, sample_report()), sample_failover_result(FO, sample_failover_report()))
+    checks = [parse_compare_fail("missing:0"), parse_compare_fail("failover_skipped:0")]
+    comparison = compare_runs(baseline, current, checks, baseline_label="0001_base")
+    assert comparison.regressions == [
+        "nothing compared: none of the 1 failover checks of this session is in 0001_base, so failover_skipped:0 "
+        "gated nothing"
+    ]
+    # A session without failover checks has nothing for a failover gate to miss.
+    assert not compare_runs(baseline, sample_run(sample_result(FO, sample_report())), checks).failed

@@ -10,7 +10,12 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_kafka_mirror.report.compare import SUMMARY_COLUMNS, summary_row
+from pytest_kafka_mirror.report.compare import (
+    FAILOVER_SUMMARY_COLUMNS,
+    SUMMARY_COLUMNS,
+    failover_summary_row,
+    summary_row,
+)
 from pytest_kafka_mirror.report.plots import histogram_svg, latency_svg, nice_ticks, rate_svg, write_index, write_plots
 from pytest_kafka_mirror.verify import LatencyStats, MirrorReport
 
@@ -100,6 +105,21 @@ def test_write_plots_and_index_link_them(tmp_path: Path) -> None:
     assert "<a href='tests.t.py.test_x.json'>report JSON</a>" in page
     assert "<tr class='failed'><td><a href='#r0'>tests/t.py::test_x</a></td><td>1700</td><td>500</td>" in page
     assert "baseline: 0001 &lt;x&gt;" in page
+
+
+def test_index_lists_failover_checks_in_a_table_of_their_own(tmp_path: Path) -> None:
+    verified = {"key": "t.py::test_x", "kind": "verification", "outcome": "passed", "report_path": None, "plots": {}}
+    check = {"key": "t.py::test_x#failover", "kind": "failover", "outcome": "failed",
+             "report_path": str(tmp_path / "t.py.test_x-failover.json"), "plots": {}}
+    row = failover_summary_row("t.py::test_x#failover", {"failover_rereads_max": 297}, {"entries": [{"group": "g"}]})
+    index = write_index(tmp_path, [summary_row("t.py::test_x", {"expected": 10})], SUMMARY_COLUMNS, [verified],
+                        more=[("failover checks", [row], FAILOVER_SUMMARY_COLUMNS, [check])])
+    page = index.read_text()
+    assert "<h1>pytest-kafka-mirror: 1 verified run and 1 failover check</h1>" in page
+    assert "<h2>failover checks</h2>" in page
+    assert "<tr class='failed'><td><a href='#r1'>t.py::test_x#failover</a></td><td>1 / 1</td>" in page
+    assert "<h2 id='r1'>t.py::test_x#failover (failed)</h2>" in page
+    assert "<a href='t.py.test_x-failover.json'>report JSON</a>" in page
 
 
 @given(st.floats(-1e6, 1e6), st.floats(0.001, 1e6), st.integers(2, 10))

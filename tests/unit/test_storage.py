@@ -13,16 +13,27 @@ import pytest
 
 from pytest_kafka_mirror.cli import main
 from pytest_kafka_mirror.report.storage import (
+    FAILOVER,
     STORED_RUN_VERSION,
+    VERIFICATION,
     FileStorage,
     StorageError,
+    TestResult,
     autosave_name,
+    count_results,
     get_commit_info,
     get_machine_id,
     load_run,
 )
 from tests.golden import assert_golden
-from tests.stored import FIXED, sample_report, sample_result, sample_run
+from tests.stored import (
+    FIXED,
+    sample_failover_report,
+    sample_failover_result,
+    sample_report,
+    sample_result,
+    sample_run,
+)
 
 NODE = "tests/test_mirror.py::test_steady[headers]"
 
@@ -31,9 +42,36 @@ def test_golden_stored_run_document() -> None:
     run = sample_run(
         sample_result(NODE, sample_report(lost=1, duplicated=2), fmt="headers"),
         sample_result(NODE, sample_report(), index=1, fmt="headers"),
+        sample_failover_result(NODE, sample_failover_report(partitions=1, rereads=3), fmt="headers"),
     )
-    assert list(run["results"]) == [NODE, f"{NODE}#1"]
+    assert list(run["results"]) == [NODE, f"{NODE}#1", f"{NODE}#failover"]
     assert_golden("stored_run.json", json.dumps(run, indent=1) + "\n")
+
+
+def test_a_failover_check_is_stored_and_loaded(tmp_path: Path) -> None:
+    report = sample_failover_report(rereads=297, untranslatable=1)
+    first, second = sample_failover_result(NODE, report), sample_failover_result(NODE, report, index=1)
+    assert (first.key, second.key) == (f"{NODE}#failover", f"{NODE}#failover#1")
+    path = FileStorage(tmp_path).save(sample_run(sample_result(NODE, sample_report()), first, second), "base")
+    results = load_run(path)["results"]
+    stored = results[f"{NODE}#failover"]
+    assert (stored["kind"], stored["nodeid"], stored["index"]) == (FAILOVER, NODE, 0)
+    assert stored["figures"]["failover_rereads_max"] == 297 and stored["figures"]["failover_untranslatable"] == 1
+    assert stored["report"] == json.loads(json.dumps(report.to_dict()))  # the whole failover report
+    assert stored["report_path"].endswith("-failover.json")
+    # as the controller takes it from a worker's test report, and from a stored document
+    assert TestResult.from_dict({"key": first.key, **first.to_dict()}) == first
+    assert TestResult.from_dict(results[f"{NODE}#failover#1"]).key == f"{NODE}#failover#1"
+    # documents written before failover checks were stored: every result is a verified run
+    old = {k: v for k, v in results[NODE].items() if k != "kind"}
+    assert (TestResult.from_dict(old).kind, TestResult.from_dict(old).key) == (VERIFICATION, NODE)
+
+
+def test_results_are_counted_by_kind() -> None:
+    assert count_results([VERIFICATION]) == "1 verified run"
+    assert count_results([FAILOVER, VERIFICATION, VERIFICATION]) == "2 verified runs and 1 failover check"
+    assert count_results([FAILOVER], plural=True) == "1 failover checks"
+    assert count_results([]) == "0 verified runs"
 
 
 def test_save_numbers_runs_per_machine(tmp_path: Path) -> None:
@@ -159,6 +197,27 @@ def test_cli_compare_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[
         main(["compare", "1", "2", "--storage", str(tmp_path), "--compare-fail", "p99:10%"])
     assert exc.value.code == 2
     assert "'p99' is not a figure; accepted figures: missing" in capsys.readouterr().err
+
+
+def test_cli_compare_gates_on_failover_figures(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    storage = FileStorage(tmp_path)
+    storage.save(sample_run(sample_result(NODE, sample_report()),
+                            sample_failover_result(NODE, sample_failover_report(rereads=40))), "mm2-3.4")
+    storage.save(sample_run(sample_result(NODE, sample_report()),
+                            sample_failover_result(NODE, sample_failover_report(rereads=297))), "mm2-3.5")
+    code = main(["compare", "mm2-3.4", "mm2-3.5", "--storage", str(tmp_path),
+                 "--compare-fail", "failover_rereads_max:0", "--compare-fail", "failover_skipped:0"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert (f"{NODE}#failover: failover_rereads_max 297 vs 40 in the baseline (+257, +642.5%), more than "
+            "failover_rereads_max:0 allows (at most +0)") in out
+    assert "1 regression:" in out
+    assert main(["compare", "1", "2", "--storage", str(tmp_path), "--compare-fail", "failover_rereads_max:700%"]) == 0
+    assert "no regression: failover_rereads_max:700% held for 1 verified run and 1 failover check" in (
+        capsys.readouterr().out)
+    with pytest.raises(SystemExit):
+        main(["compare", "1", "2", "--storage", str(tmp_path), "--compare-fail", "failover_reread:0"])
+    assert "'failover_reread' is not a figure; accepted figures: missing" in capsys.readouterr().err
 
 
 def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,162 @@
+"""The session summary on the controller: verified runs and failover checks taken from the
+workers' test reports, one table each, in a stable order (no pytest session, no cluster)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from pytest_kafka_mirror.config import resolve_settings
+from pytest_kafka_mirror.report.summary import RESULTS_ATTR, SessionReporting
+from tests.golden import assert_golden
+from tests.stored import sample_failover_report, sample_failover_result, sample_report, sample_result
+
+FO = "scenarios/test_failover.py::test_after_restart[sigterm]"
+LOW = "scenarios/test_failover.py::test_low_throughput_partition"
+
+
+class _Terminal:
+    """What ``pytest_terminal_summary`` writes, as text."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def write_sep(self, sep: str, title: str, **markup: Any) -> None:
+        self.lines.append(f"{sep * 3} {title} {sep * 3}")
+
+    def write_line(self, line: str, **markup: Any) -> None:
+        self.lines.append(line)
+
+
+def _reporting(tmp_path: Path) -> SessionReporting:
+    settings = resolve_settings({}, lambda key: None, {}, rootdir=tmp_path)
+    return SessionReporting(None, SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+
+
+def _deliver(reporting: SessionReporting, *results: Any) -> None:
+    """As xdist hands the controller a test report carrying its results."""
+    payload = [{"key": r.key, **r.to_dict()} for r in results]
+    reporting.pytest_runtest_logreport(SimpleNamespace(**{RESULTS_ATTR: payload}))  # type: ignore[arg-type]
+
+
+def test_golden_summary_of_verified_runs_and_failover_checks(tmp_path: Path) -> None:
+    reporting = _reporting(tmp_path)
+    # workers finish in any order: a failover-only test, then a test's second check before its first
+    _deliver(reporting, sample_failover_result(LOW, sample_failover_report(partitions=1)))
+    _deliver(reporting, sample_failover_result(FO, sample_failover_report(rereads=10), index=1))
+    _deliver(reporting,
+             sample_result(FO, sample_report(duplicated=2)),
+             sample_failover_result(FO, sample_failover_report(rereads=297, skipped=3, untranslatable=1,
+                                                               delay_s=2.25, heartbeat_lag_ms=None)))
+    assert [r.key for r in reporting.sorted_results()] == [FO, f"{FO}#failover", f"{FO}#failover#1", f"{LOW}#failover"]
+    tr = _Terminal()
+    reporting.pytest_terminal_summary(tr)
+    assert tr.lines[0] == "=== kafka-mirror: 1 verified run and 3 failover checks ==="
+    assert_golden("summary.txt", "\n".join(tr.lines) + "\n")
+
+
+def test_a_session_of_failover_checks_only(tmp_path: Path) -> None:
+    reporting = _reporting(tmp_path)
+    _deliver(reporting, sample_failover_result(LOW, sample_failover_report(untranslatable=2)))
+    tr = _Terminal()
+    reporting.pytest_terminal_summary(tr)
+    lines = "\n".join(tr.lines).splitlines()
+    assert lines[:3] == [
+        "=== kafka-mirror: 1 failover check ===",
+        "    test                                                                groups/translations  skipped  "
+        "rereads max  untranslated  beyond end  rewinds  checkpoint delay  heartbeat lag",
+        f"    {LOW}#failover  1 / 4                0        0            2 (2)         0           0        "
+        "1.50 s            850 ms",
+    ]
+    assert lines[3].startswith("    skipped: records a group had not consumed")
+    assert len(lines) == 4  # no verification table, no separator
+
+
+# -- through the plugin: mirror_failover's results travel like mirror_verifier's -------------------------
+
+# The environment is faked (no broker, no replicator): what is tested is the way from
+# mirror_failover(run) to the controller's summary, session.json, the stored run and the gate.
+FAKE_ENV = """
+import os, types, pytest
+from tests.stored import sample_failover_report
+
+@pytest.fixture
+def mirror_env():
+    replicator = types.SimpleNamespace(checkpoints=object(), spec="fake", heartbeat_emitter=None)
+    return types.SimpleNamespace(replicator=replicator)
+
+class FakeRun:
+    def __init__(self, rereads):
+        self.rereads = rereads
+
+    def failover(self, settings, *, wait, reset, emitter):
+        return sample_failover_report(rereads=self.rereads)
+"""
+FAILOVER_TESTS = """
+import os
+from conftest import FakeRun
+
+def test_only_failover(mirror_failover):
+    mirror_failover(FakeRun(int(os.environ["KM_REREADS"])))
+
+def test_both(mirror_failover, mirror_verifier):
+    from tests.stored import sample_report
+    mirror_verifier.record(sample_report(expected=200))
+    mirror_failover(FakeRun(3))
+    mirror_failover(FakeRun(4))
+"""
+
+
+def test_failover_checks_reach_the_summary_the_stored_run_and_the_gate(pytester: Any, monkeypatch: Any) -> None:
+    import json
+
+    import pytest
+
+    from pytest_kafka_mirror.report.storage import FileStorage, load_run
+
+    pytest.importorskip("xdist")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))
+    monkeypatch.setenv("KM_REREADS", "40")
+    pytester.makeconftest(FAKE_ENV)
+    pytester.makepyfile(test_fo=FAILOVER_TESTS)
+    first = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--kafka-mirror-save=old",
+                                          "--junitxml=junit.xml")
+    first.assert_outcomes(passed=2)
+    first.stdout.fnmatch_lines([
+        "*kafka-mirror: 1 verified run and 3 failover checks*",
+        "    test_fo.py::test_both * 200 *",
+        "*kafka-mirror failover checks*",
+        "    test * groups/translations  skipped  rereads max  untranslated*",
+        "    test_fo.py::test_both#failover * 1 / 4 * 0 * 3 *",
+        "    test_fo.py::test_both#failover#1 * 1 / 4 * 0 * 4 *",
+        "    test_fo.py::test_only_failover#failover * 1 / 4 * 0 * 40 *",
+    ])
+    reports = pytester.path / ".kafka-mirror" / "reports"
+    session = json.loads((reports / "session.json").read_text())["results"]
+    assert list(session) == ["test_fo.py::test_both", "test_fo.py::test_both#failover",
+                             "test_fo.py::test_both#failover#1", "test_fo.py::test_only_failover#failover"]
+    only = session["test_fo.py::test_only_failover#failover"]
+    assert (only["kind"], only["outcome"], only["figures"]["failover_rereads_max"]) == ("failover", "passed", 40)
+    assert only["report"]["entries"] and Path(only["report_path"]).name == "test_fo.py.test_only_failover-failover.json"
+    assert Path(only["report_path"]).is_file()
+    junit = (pytester.path / "junit.xml").read_text()
+    assert 'name="kafka_mirror.failover.failover_rereads_max" value="40"' in junit
+    assert 'name="kafka_mirror.failover[1].failover_rereads_max" value="4"' in junit
+
+    monkeypatch.setenv("KM_REREADS", "297")
+    second = pytester.runpytest_subprocess("-n", "2", "-p", "no:cacheprovider", "--kafka-mirror-compare=old",
+                                           "--kafka-mirror-compare-fail=failover_rereads_max:10%",
+                                           "--kafka-mirror-save=new")
+    second.assert_outcomes(passed=2)
+    assert second.ret == pytest.ExitCode.TESTS_FAILED  # the tests passed; the regression fails the session
+    second.stdout.fnmatch_lines([
+        "*kafka-mirror comparison*",
+        "*test_fo.py::test_only_failover#failover * failover_rereads_max * 40 * 297 * +257 (+642.5%) *"
+        "failover_rereads_max:10% FAILED",
+        "1 regression:",
+        "  test_fo.py::test_only_failover#failover: failover_rereads_max 297 vs 40 in the baseline (+257, +642.5%), "
+        "more than failover_rereads_max:10% allows (at most +10%)",
+    ])
+    stored = load_run(FileStorage(pytester.path / ".kafka-mirror").resolve("new"))["results"]
+    assert stored["test_fo.py::test_only_failover#failover"]["figures"]["failover_rereads_max"] == 297
