@@ -86,11 +86,12 @@ def median(values: list[float]) -> float:
 
 
 @contextlib.contextmanager
-def broker(workdir: Path, name: str = "bench") -> Iterator[Any]:
-    """A fresh embedded Tansu broker (memory storage: a section's records go with it)."""
+def broker(workdir: Path, name: str = "bench", spec: str = "tansu") -> Iterator[Any]:
+    """A fresh broker: the embedded Tansu (memory storage: a section's records go with it),
+    or any cluster spec (e.g. ``kafka:4.3.1``, a real Apache Kafka from the plugin's cache)."""
     from pytest_kafka_mirror.clusters import make_cluster
 
-    cluster = make_cluster(name, "tansu", workdir)
+    cluster = make_cluster(name, spec, workdir)
     cluster.start()
     try:
         cluster.ensure_topic("kafka-mirror-warmup")  # type: ignore[attr-defined]

@@ -2,7 +2,10 @@
 source topic itself), against a bare produce -> consume round trip on the same broker.
 
 Whatever a replicator adds is measured on top of this floor; if the floor is high, the
-tester (not the replicator) limits what a latency SLO can prove.
+tester (not the replicator) limits what a latency SLO can prove.  Measured on the embedded
+Tansu broker and on real Apache Kafka (:data:`KAFKA`, from the plugin's release cache; its
+figures are left out, with the reason in the log, when the release cannot be had), each
+against the bare round trip on the same broker.
 
     python -m benchmarks.bench_floor consume BOOTSTRAP TOPIC RECORDS OUT.json   (the bare consumer)
 """
@@ -10,6 +13,7 @@ tester (not the replicator) limits what a latency SLO can prove.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,6 +28,8 @@ from pytest_kafka_mirror.produce.producer import MirrorProducer
 PARTITIONS = 4
 WARMUP = "kafka-mirror-warmup"
 SIZE = 200
+#: the Apache Kafka release of the floor's second broker (KAFKA_MIRROR_BENCH_KAFKA picks another)
+KAFKA = os.environ.get("KAFKA_MIRROR_BENCH_KAFKA", "4.3.1")
 
 
 def ours(cluster: Any, mode: Section, work: Path) -> dict[str, Any]:
@@ -105,20 +111,35 @@ def _consume(bootstrap: str, topic: str, total: int, out: Path) -> None:
     out.write_text(json.dumps({"p50": percentile(ms, 0.5), "p99": percentile(ms, 0.99), "records": len(ms)}))
 
 
-def run(mode: Section, work: Path, log: Any) -> list[Figure]:
-    with broker(work / "floor-broker") as cluster:
-        reference = bare(cluster, mode, work)
-        got = ours(cluster, mode, work)
-    log(f"tester floor (no replicator) at {mode.floor_rate:g} msg/s: p50 {got['p50']} ms, p99 {got['p99']} ms; "
-        f"bare round trip p50 {reference['p50']:.3f} ms, p99 {reference['p99']:.3f} ms")
+def _floor(spec: str, prefix: str, mode: Section, work: Path, log: Any) -> list[Figure]:
+    """The floor's two figures on one broker (``prefix`` names them: '' for Tansu)."""
+    sub = work / spec.replace(":", "-")
+    sub.mkdir(parents=True, exist_ok=True)
+    with broker(work / f"floor-broker{prefix}", spec=spec) as cluster:
+        reference = bare(cluster, mode, sub)
+        got = ours(cluster, mode, sub)
+    log(f"tester floor on {spec} (no replicator) at {mode.floor_rate:g} msg/s: p50 {got['p50']} ms, p99 "
+        f"{got['p99']} ms; bare round trip p50 {reference['p50']:.3f} ms, p99 {reference['p99']:.3f} ms")
     params = {"rate": mode.floor_rate, "seconds": mode.floor_seconds, "size": SIZE, "partitions": PARTITIONS,
-              "records": got["records"], "missing": got["lost"]}
+              "records": got["records"], "missing": got["lost"], "broker": spec}
     return [
-        Figure("floor", "latency_p50", got["p50"], "ms", "bare produce -> consume round trip",
+        Figure("floor", f"{prefix}latency_p50", got["p50"], "ms", f"bare produce -> consume round trip on {spec}",
                round(reference["p50"], 3), better="lower", params=params),
-        Figure("floor", "latency_p99", got["p99"], "ms", "bare produce -> consume round trip",
+        Figure("floor", f"{prefix}latency_p99", got["p99"], "ms", f"bare produce -> consume round trip on {spec}",
                round(reference["p99"], 3), better="lower", params=params),
     ]
+
+
+def run(mode: Section, work: Path, log: Any) -> list[Figure]:
+    from pytest_kafka_mirror.clusters.kafka_dist import KafkaInstallError, cache_dir, release
+
+    figures = _floor("tansu", "", mode, work, log)
+    try:
+        release(KAFKA, cache_dir(), log=log)
+    except KafkaInstallError as exc:
+        log(f"tester floor on kafka:{KAFKA}: left out ({exc})")
+        return figures
+    return figures + _floor(f"kafka:{KAFKA}", "kafka_", mode, work, log)
 
 
 if __name__ == "__main__":

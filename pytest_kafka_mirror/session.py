@@ -108,6 +108,8 @@ class KafkaMirrorSession:
         self.runs: list[tuple[str, Path]] = []
         self.verified: set[Path] = set()
         self.spark: Any = None
+        #: whether get_spark started ``spark`` (stopped at the end) or found it running (left alone)
+        self._owns_spark = False
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
         self.metrics_spool: MetricsSpool | None = None
         #: the shared replicator's topics, provisioned at its start (session topic provisioning)
@@ -208,26 +210,30 @@ class KafkaMirrorSession:
         from .verify.session import running_local_session
 
         kind, where = self.spark_plan(self.share is not None)
-        if kind == "shared":
+        running = running_local_session()
+        if kind == "shared" and running is not None:
             # A local SparkSession already runs here (a test's own ``spark`` fixture, pytest-spark):
             # pyspark cannot hold it and a Spark Connect session in one process, so share it,
             # whatever its master (none was asked for).
-            self.spark = running_local_session()
-            if self.spark is not None:
-                return self.spark
+            self.spark, self._owns_spark = running, False
+            return self.spark
         if kind == "shared" and self.share is not None:
             from .verify.connect import shared_server
 
             where = shared_server(self.share, master=where, timeout=self.settings.startup_timeout)
         self.spark = get_spark(where, replaceable=kind == "shared")
+        self._owns_spark = self.spark is not running
         return self.spark
 
     def stop_spark(self) -> None:
-        if self.spark is not None:
+        """Stop the SparkSession this session started (its JVM too); one it found running
+        (a test's own ``spark`` fixture, an outer pytest session in the same process) is its
+        owner's to stop: stopping it here killed that owner's JVM under its feet."""
+        if self.spark is not None and self._owns_spark:
             from .verify import stop_spark
 
             stop_spark()
-            self.spark = None
+        self.spark = None
 
     def report_path(self, nodeid: str, index: int) -> Path:
         name = _slug(nodeid.replace("::", "."), 150)

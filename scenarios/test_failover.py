@@ -52,6 +52,7 @@ def heartbeat_slo_ms(report) -> float:
     return report.settings.get("heartbeats_interval", 1.0) * 1000 + 3000
 
 
+@pytest.mark.upgrade_gate
 @pytest.mark.kafka_mirror(replicator_properties=SYNC)
 def test_failover_after_steady_state(mirror_topics, mirror_producer, mirror_verifier, mirror_failover):
     """Groups mid-stream (committed at 3 s only), at the end, and committing along the way.

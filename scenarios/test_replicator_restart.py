@@ -23,6 +23,8 @@ not disturb other tests.
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_kafka_mirror.faults import at, kill, start, terminate
 
 RATE = 300  # messages/s per topic
@@ -42,6 +44,7 @@ def _recovery_budget(rep) -> float:
     return START_AT - STOP_AT + (getattr(rep, "startup_seconds", None) or 0.0) + CATCH_UP_S
 
 
+@pytest.mark.upgrade_gate
 def test_sigterm_then_start(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     topics = mirror_topics(2, partitions=3)
     rep = mirror_faults.replicator

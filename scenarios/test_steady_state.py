@@ -21,6 +21,7 @@ SIZE = 512  # bytes per record, metadata included
 P99_SLO_MS = 2000
 
 
+@pytest.mark.upgrade_gate
 @pytest.mark.kafka_mirror_topics(2, partitions=4)
 @pytest.mark.parametrize("record_format", ["headers", "body"])
 def test_steady_state(mirror_topics, mirror_producer, mirror_verifier, record_format):

@@ -42,6 +42,8 @@ The pipeline's stages outside pytest.
   kafka-mirror containers [--run ID | --all] [--remove]  list / remove containers the plugin started
   kafka-mirror kafka install VERSION                     resolve an Apache Kafka release from Maven Central
   kafka-mirror kafka list                                the cached releases (kafka:, mm2:, mm1:VERSION)
+  kafka-mirror gate OLD NEW [-- PYTEST ARGS]             the scenarios on replicator OLD (stored), then on NEW
+                                                         compared with them: an upgrade gate
 
 produce, capture and verify are the pipeline's stages, one command each, to run on
 separate hosts that share the run directory.  compare needs no cluster and no Spark: it
@@ -312,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .releases import add_kafka_commands
 
     add_kafka_commands(sub, _add_option)
+    from .gate import add_gate_command
+
+    add_gate_command(sub)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
     c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")
     c.add_argument("current", metavar="RUN_B", help="the run to check against RUN_A, same forms")
@@ -415,7 +420,18 @@ def _one_line(text: object) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    # Words after "--" go to the command as they are (`gate ... -- PYTEST ARGS`): argparse
+    # would give them to the first positional with nargs="*" it meets, or refuse them.
+    passed: list[str] = []
+    if "--" in words:
+        passed, words = words[words.index("--") + 1:], words[:words.index("--")]
+    parser = build_parser()
+    args = parser.parse_args(words)
+    if passed and not hasattr(args, "pytest_args"):
+        parser.error(f"{args.command} takes no arguments after --: {' '.join(passed)}")
+    if hasattr(args, "pytest_args"):
+        args.pytest_args = passed
     where = f"kafka-mirror {args.command}"
     if getattr(args, "remove", False) and not (args.run or args.all):
         print(f"{where} --remove needs --run ID or --all", file=sys.stderr)

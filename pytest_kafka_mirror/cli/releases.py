@@ -62,7 +62,7 @@ def _cmd_list(args: argparse.Namespace) -> int:
     for rel, manifest in rows:
         parts = [c for c in ("broker", "mm2", "mm1") if rel.has(c)]
         size = manifest.get("bytes", 0) / 1e6
-        print(f"  {rel.version_text:<8} {', '.join(parts):<16} {manifest.get('jars', '?')} jars, {size:.0f} MB, "
+        print(f"  {rel.version_text:<8} {', '.join(parts):<17} {manifest.get('jars', '?')} jars, {size:.0f} MB, "
               f"installed {manifest.get('installed', '?')} in {manifest.get('seconds', '?')} s")
     return 0
 

@@ -23,12 +23,13 @@ FIGURES = {
     "producer.rate[headers,100B]", "producer.rate[body,100B,processes=2]",
     "throttle.achieved_rate", "throttle.slip_p50", "throttle.slip_p99", "throttle.slip_max",
     "capture.rate[body,100B,processes=2]", "capture.rss_peak", "capture.rss_late_vs_early", "capture.rss_slope",
-    "floor.latency_p50", "floor.latency_p99",
+    "floor.latency_p50", "floor.latency_p99", "floor.kafka_latency_p50", "floor.kafka_latency_p99",
 }
 SECTIONS = ("producer", "throttle", "capture", "memory", "floor")
 
 
-def test_the_benchmark_command_runs_its_sections_and_stores_the_figures(tmp_path, tagged_env):
+def test_the_benchmark_command_runs_its_sections_and_stores_the_figures(tmp_path, tagged_env, kafka_release):
+    # kafka_release: the floor runs on Apache Kafka too (tests/kafka.py's release, in the cache)
     storage = tmp_path / "store"
     proc = subprocess.run(
         [sys.executable, "-m", "benchmarks", "--smoke", "--sections", ",".join(SECTIONS), "--storage", str(storage),

@@ -265,3 +265,31 @@ def test_verify_help_shows_spark_remote() -> None:
     assert "Excludes --spark-master. Also env KAFKA_MIRROR_SPARK_REMOTE." in text
     assert "--kafka-mirror-" not in text
     assert "--spark-remote sc://HOST:PORT" in _helps()["kafka-mirror"]
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["gate", "mm2:4.x", "mm2:4.3.1"], "kafka-mirror gate: 'mm2:4.x': '4.x' is not an Apache Kafka release version"),
+    (["gate", "reference", "reference", "--compare-fail", "latency:5"],
+     "kafka-mirror gate: --compare-fail latency:5: 'latency:5': 'latency' is not a figure; accepted figures: missing"),
+    (["gate", "reference", "mm2:4.3.1", "--", "scenarios", "--kafka-mirror-replicator=reference"],
+     "kafka-mirror gate: the pytest arguments name a replicator (--kafka-mirror-replicator): the gate sets it"),
+])
+def test_gate_checks_its_arguments_before_running_anything(argv: list[str], message: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(message) and len(err.strip().splitlines()) == 1, err
+
+
+def test_gate_sessions_store_the_baseline_and_gate_the_candidate(tmp_path: Path) -> None:
+    from pytest_kafka_mirror.cli.gate import DEFAULT_CHECKS, gate_sessions
+
+    baseline, candidate = gate_sessions("mm2:3.4.0", "mm2:3.5.1", ["scenarios", "-m", "upgrade_gate"],
+                                        checks=DEFAULT_CHECKS, storage=tmp_path, stamp="S")
+    assert baseline[-6:] == ["scenarios", "-m", "upgrade_gate", f"--kafka-mirror-storage={tmp_path}",
+                             "--kafka-mirror-replicator=mm2:3.4.0", "--kafka-mirror-save=gate-mm2-3.4.0-S"]
+    stored = tmp_path / "0001_gate-mm2-3.4.0-S.json"
+    argv = candidate(stored)
+    assert "--kafka-mirror-replicator=mm2:3.5.1" in argv and f"--kafka-mirror-compare={stored}" in argv
+    assert [a for a in argv if a.startswith("--kafka-mirror-compare-fail=")] == [
+        f"--kafka-mirror-compare-fail={c}" for c in DEFAULT_CHECKS]

@@ -411,6 +411,20 @@ def test_spark_session_is_shared_and_tuned(spark: SparkSession) -> None:
         get_spark("local[3]")
 
 
+def test_a_plugin_session_leaves_a_running_spark_session_to_its_owner(spark: SparkSession) -> None:
+    """A KafkaMirrorSession that found the SparkSession running (this suite's ``spark``
+    fixture, a user's pytest-spark, the outer session of an in-process pytester run) uses it
+    and does not stop it: stopping it killed its owner's JVM (a serial run of this suite
+    failed later with py4j's ConnectionRefusedError)."""
+    from pytest_kafka_mirror.config import resolve_settings
+    from pytest_kafka_mirror.session import KafkaMirrorSession
+
+    session = KafkaMirrorSession(resolve_settings({}, lambda key: None, {}))
+    assert session.get_spark() is spark
+    session.stop_spark()
+    assert spark.range(3).count() == 3  # still alive
+
+
 def test_local_cores() -> None:
     assert [_local_cores(m) for m in ("local", "local[3]", "local[2, 4]", "spark://h:7077", "yarn")] == [
         1, 3, 2, None, None]

@@ -1,0 +1,138 @@
+"""``kafka-mirror gate OLD NEW [-- PYTEST ARGS]``: what a platform team does before a
+replicator upgrade, in one command.
+
+1. run the scenarios (pytest, with the arguments after ``--``) against replicator ``OLD``
+   and store the session as the baseline (``--kafka-mirror-save gate-OLD-STAMP``);
+2. run them against ``NEW``, compared with that baseline and gated by the checks
+   (``--kafka-mirror-compare=BASELINE --kafka-mirror-compare-fail=...``), stored too;
+3. exit as the second session does: 0 when every test passed and no figure regressed,
+   1 otherwise; the pytest sessions print their summaries and the comparison themselves.
+
+``OLD`` and ``NEW`` are replicator specs (``mm2:3.9.1``, ``mm2:4.3.1``, a ``command:``
+template, ...).  A baseline whose tests fail is still a baseline (it says what the old
+release did: the comparison needs its figures), but a baseline session that did not run
+(a usage error, no tests, an interruption) stops the gate.  Without ``--compare-fail`` the
+checks are :data:`DEFAULT_CHECKS`: the figures that must not get worse whatever the
+timing of a run (loss, failover loss, translations past the end of the log, rewinds);
+latency, rates and re-reads move between two runs of the same release on a busy machine,
+so gate on them by choice (e.g. ``--compare-fail failover_rereads_max:0`` to see a change of
+offset translation, as MirrorMaker 2's 3.5 brought with KAFKA-12468).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import OPTIONS_BY_NAME
+
+__all__ = ["DEFAULT_CHECKS", "add_gate_command", "gate_sessions"]
+
+#: what must not get worse from OLD to NEW when no --compare-fail is given
+DEFAULT_CHECKS = ("missing:0", "failover_skipped:0", "failover_beyond_end_max:0", "failover_rewinds:0")
+#: pytest's exit codes that mean the session ran its tests (passed / some failed)
+RAN = (0, 1)
+#: exit status of bad input (commands.EXIT_BAD_INPUT; not imported: commands imports this module)
+EXIT_BAD_INPUT = 2
+
+
+def _slug(spec: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", spec).strip("-")[:40]
+
+
+def gate_sessions(old: str, new: str, pytest_args: Sequence[str], *, checks: Sequence[str], storage: Path,
+                  stamp: str) -> tuple[list[str], Callable[[Path], list[str]]]:
+    """The baseline session's command line, and the candidate's for a stored baseline."""
+    base = [sys.executable, "-m", "pytest", *pytest_args, f"--kafka-mirror-storage={storage}"]
+    baseline = [*base, f"--kafka-mirror-replicator={old}", f"--kafka-mirror-save=gate-{_slug(old)}-{stamp}"]
+
+    def candidate(stored: Path) -> list[str]:
+        return [*base, f"--kafka-mirror-replicator={new}", f"--kafka-mirror-save=gate-{_slug(new)}-{stamp}",
+                f"--kafka-mirror-compare={stored}", *(f"--kafka-mirror-compare-fail={c}" for c in checks)]
+
+    return baseline, candidate
+
+
+def _stored(storage: Path, name: str) -> Path | None:
+    from ..report.storage import FileStorage
+
+    found = [p for p in FileStorage(storage).runs() if p.stem.endswith(f"_{name}")]
+    return found[-1] if found else None
+
+
+def _say(text: str) -> None:
+    print(f"kafka-mirror gate: {text}", file=sys.stderr, flush=True)
+
+
+def _check_args(args: argparse.Namespace) -> str | None:
+    """One line for bad input, before anything runs; None when fine."""
+    from ..replicators import parse_replicator_spec
+    from ..report.compare import parse_compare_fail
+
+    for spec in (args.old, args.new):
+        try:
+            parse_replicator_spec(spec)
+        except ValueError as exc:
+            return str(exc)
+    for check in args.compare_fail:
+        try:
+            parse_compare_fail(check)
+        except ValueError as exc:
+            return f"--compare-fail {check}: {exc}"
+    if any(a.startswith("--kafka-mirror-replicator=") or a == "--kafka-mirror-replicator" for a in args.pytest_args):
+        return "the pytest arguments name a replicator (--kafka-mirror-replicator): the gate sets it, OLD then NEW"
+    return None
+
+
+def _cmd_gate(args: argparse.Namespace) -> int:
+    problem = _check_args(args)
+    if problem:
+        print(f"kafka-mirror gate: {problem}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    storage = Path(args.storage).resolve()
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    checks = args.compare_fail or list(DEFAULT_CHECKS)
+    baseline_argv, candidate_argv = gate_sessions(args.old, args.new, args.pytest_args, checks=checks,
+                                                  storage=storage, stamp=stamp)
+    t0 = time.monotonic()
+    _say(f"1/2: the baseline, {args.old}: {' '.join(baseline_argv[1:])}")
+    rc_old = subprocess.run(baseline_argv, check=False).returncode
+    stored = _stored(storage, f"gate-{_slug(args.old)}-{stamp}")
+    if rc_old not in RAN or stored is None:
+        _say(f"the baseline session on {args.old} exited {rc_old} and stored "
+             f"{'nothing' if stored is None else stored}: nothing to compare with, the gate stops")
+        return rc_old if rc_old not in RAN else 1
+    _say(f"baseline stored: {stored} ({'every test passed' if rc_old == 0 else 'some tests failed: still a baseline'}, "
+         f"{time.monotonic() - t0:.0f} s)")
+    _say(f"2/2: the candidate, {args.new}, gated by {' '.join(checks)}")
+    rc_new = subprocess.run(candidate_argv(stored), check=False).returncode
+    verdict = {0: "passed: no test failed and no figure regressed"}.get(
+        rc_new, "FAILED: a test failed or a figure regressed (see the comparison above)" if rc_new == 1
+        else f"the candidate session exited {rc_new}")
+    _say(f"{args.old} -> {args.new}: {verdict} ({time.monotonic() - t0:.0f} s in all)")
+    return rc_new
+
+
+def add_gate_command(sub: Any) -> None:
+    """The ``gate`` command on ``kafka-mirror``'s subparsers."""
+    g = sub.add_parser(
+        "gate", help="gate a replicator upgrade: the scenarios on OLD (stored), then on NEW compared with them",
+        description=(__doc__ or "").split("\n\n", 1)[1].split("``OLD`` and")[0].strip().replace("``", ""),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="kafka-mirror gate OLD NEW [--compare-fail EXPR]... [--storage DIR] [-- PYTEST ARGS...]")
+    g.add_argument("old", metavar="OLD", help="the replicator in use, e.g. mm2:3.9.1")
+    g.add_argument("new", metavar="NEW", help="the candidate, e.g. mm2:4.3.1")
+    g.add_argument("--compare-fail", action="append", default=[], metavar="EXPR",
+                   help="fail when a figure of NEW regressed against OLD: FIGURE:N%% (relative) or FIGURE:N "
+                        f"(absolute); repeatable. Default: {' '.join(DEFAULT_CHECKS)}")
+    g.add_argument("--storage", default=os.environ.get(OPTIONS_BY_NAME["storage"].env) or ".kafka-mirror",
+                   help="where both sessions are stored (relative to the current directory). Default: %(default)r")
+    g.epilog = "PYTEST ARGS, after --: the pytest arguments of both sessions (scenarios, -m, -n, cluster options)"
+    g.set_defaults(func=_cmd_gate, pytest_args=[])
