@@ -49,6 +49,7 @@ def _recovery_budget(report) -> float:
     return start["t"] + start["took"] - stop["t"] + CATCH_UP_S
 
 
+@pytest.mark.upgrade_gate
 def test_sigterm_then_start(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     topics = mirror_topics(2, partitions=3)
     rep = mirror_faults.replicator
