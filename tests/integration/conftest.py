@@ -10,11 +10,8 @@ from pytest_kafka_mirror.clusters import Cluster
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
 
 
-@pytest.fixture(scope="module")
-def tansu_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TansuCluster, TansuCluster]]:
-    """Two embedded Tansu brokers (source, target) for one test module, stopped after it."""
-    d = tmp_path_factory.mktemp("pair")
-    src, dst = TansuCluster("source", d), TansuCluster("target", d)
+def _running(src: Cluster, dst: Cluster) -> Iterator[tuple[Cluster, Cluster]]:
+    """Start a source and a target cluster, yield them, stop both (also after a failed start)."""
     try:
         src.start()
         dst.start()
@@ -22,6 +19,13 @@ def tansu_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Tansu
     finally:
         src.stop()
         dst.stop()
+
+
+@pytest.fixture(scope="module")
+def tansu_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TansuCluster, TansuCluster]]:
+    """Two embedded Tansu brokers (source, target) for one test module, stopped after it."""
+    d = tmp_path_factory.mktemp("pair")
+    yield from _running(TansuCluster("source", d), TansuCluster("target", d))  # type: ignore[misc]
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +38,5 @@ def kafka_pair(tmp_path_factory: pytest.TempPathFactory, kafka_release: object) 
     from tests.kafka import KAFKA_VERSION
 
     d = tmp_path_factory.mktemp("kafka-pair")
-    src, dst = make_cluster("source", f"kafka:{KAFKA_VERSION}", d), make_cluster("target", f"kafka:{KAFKA_VERSION}", d)
-    try:
-        src.start()
-        dst.start()
-        yield src, dst
-    finally:
-        src.stop()
-        dst.stop()
+    yield from _running(make_cluster("source", f"kafka:{KAFKA_VERSION}", d),
+                        make_cluster("target", f"kafka:{KAFKA_VERSION}", d))

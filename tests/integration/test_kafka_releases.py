@@ -51,14 +51,20 @@ def test_two_installs_at_once_install_once_and_the_cache_works_offline(tmp_path:
     assert again.returncode == 0 and "resolving" not in err, (out, err)
 
 
-def test_an_unreachable_maven_central_is_one_line_naming_the_alternative(tmp_path: Path) -> None:
-    _maven_or_skip()
+def _unreachable_maven_central(tmp_path: Path) -> str:
+    """MAVEN_OPTS for a Maven whose only repository is a closed loopback port (and an empty
+    local repository): what a machine without the registry sees."""
     home = tmp_path / "home"
     (home / ".m2").mkdir(parents=True)
     (home / ".m2" / "settings.xml").write_text(
         "<settings><localRepository>" + str(home / "repository") + "</localRepository><mirrors><mirror><id>dead</id>"
         "<mirrorOf>*</mirrorOf><url>http://127.0.0.1:9/</url></mirror></mirrors></settings>")
-    env = {**os.environ, "MAVEN_OPTS": f"-Duser.home={home}"}
+    return f"-Duser.home={home}"
+
+
+def test_an_unreachable_maven_central_is_one_line_naming_the_alternative(tmp_path: Path) -> None:
+    _maven_or_skip()
+    env = {**os.environ, "MAVEN_OPTS": _unreachable_maven_central(tmp_path)}
     p = _kafka_mirror("install", "4.2.0", "--cache", str(tmp_path / "cache"), env=env)
     out, err = p.communicate(timeout=300)
     assert p.returncode == 2, (out, err)
@@ -73,13 +79,8 @@ def test_an_unreachable_maven_central_is_one_line_naming_the_alternative(tmp_pat
 def test_pytest_installs_before_anything_starts_and_says_so_in_one_line(pytester: pytest.Pytester,
                                                                          tmp_path: Path) -> None:
     _maven_or_skip()
-    home = tmp_path / "home"
-    (home / ".m2").mkdir(parents=True)
-    (home / ".m2" / "settings.xml").write_text(
-        "<settings><localRepository>" + str(home / "repository") + "</localRepository><mirrors><mirror><id>dead</id>"
-        "<mirrorOf>*</mirrorOf><url>http://127.0.0.1:9/</url></mirror></mirrors></settings>")
     pytester.makepyfile("def test_x(mirror_topics):\n    pass\n")
-    pytester._monkeypatch.setenv("MAVEN_OPTS", f"-Duser.home={home}")
+    pytester._monkeypatch.setenv("MAVEN_OPTS", _unreachable_maven_central(tmp_path))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kafka-mirror-source=kafka:4.2.0",
                                            f"--kafka-mirror-kafka-cache={tmp_path / 'cache'}")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -210,6 +210,8 @@ def test_mm2_properties_for_single_node_clusters() -> None:
     for key in ("replication.factor", "offset.storage.replication.factor", "status.storage.replication.factor"):
         assert key not in p  # top-level keys would win over the per-cluster ones for both herders
     assert p["emit.checkpoints.enabled"] == p["emit.heartbeats.enabled"] == "true"
+    for where in ("", "source.", "target."):  # MM2's config and both herders: no classpath scan
+        assert p[f"{where}plugin.discovery"] == "service_load"
     assert int(p["refresh.topics.interval.seconds"]) <= 5  # test topics are found in seconds
     assert "source.consumer.fetch.max.wait.ms" not in p and "source->target.use.defaults.from" not in p
 
