@@ -18,7 +18,7 @@ broker does not, so that scenario skips there with the reason.
 
 from __future__ import annotations
 
-from pytest_kafka_mirror.faults import action, add_partitions, at
+from pytest_kafka_mirror.faults import action, at
 
 RATE = 200
 DISCOVERY_S = 10

@@ -104,6 +104,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from ..rundir import REPORT_FILE, SOURCE_DIR, load_manifests
     from ..verify import MirrorMismatchError, stop_spark, verify_run
     from ..verify.connect import SparkConnectError
+    from ..verify.session import session_running
 
     conflict = _spark_conflict(args)
     if conflict is not None:
@@ -120,12 +121,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(f"kafka-mirror verify: --allow-source-loss needs the source log {run_dir / SOURCE_DIR}, and this run "
               f"has none (produce with capture_source=True)", file=sys.stderr)
         return 2
+    # A SparkSession already running in this process (main() called from a test, a notebook)
+    # is its owner's: stopping it killed the JVM of a test session's shared `spark` fixture.
+    ours = not session_running()
     try:
         report = verify_run(run_dir, master=master, examples=args.examples)
     except SparkConnectError as exc:  # e.g. nobody answers at the URL: found within seconds (session.py)
         raise CliError(_cli_words(str(exc))) from None
     finally:
-        stop_spark()
+        if ours:
+            stop_spark()
     out = Path(args.json) if args.json else run_dir / REPORT_FILE
     report.write(out)
     print(report.summary())

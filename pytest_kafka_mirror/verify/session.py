@@ -274,6 +274,16 @@ def _connect(url: str) -> SparkSession:
     return spark
 
 
+def session_running() -> bool:
+    """Whether a SparkSession runs in this process: :func:`get_spark`'s (local or Spark
+    Connect) or anyone's classic one.  A caller that found one running leaves it to its
+    owner instead of stopping it (``stop_spark`` stops the process-wide session)."""
+    with _lock:
+        if _session is not None and _is_alive(_session):
+            return True
+    return local_session_running()
+
+
 def local_session_running() -> bool:
     """Whether a classic (py4j) SparkSession runs in this process, ours or anyone's."""
     import sys

@@ -19,7 +19,7 @@ import pytest
 
 from pytest_kafka_mirror.capture.witness import WitnessLog, witness
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
-from pytest_kafka_mirror.replicators import Knobs, ReplicatorOptions, make_replicator
+from pytest_kafka_mirror.replicators import Knobs
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.run import MirrorRun
 from pytest_kafka_mirror.verify import MirrorMismatchError

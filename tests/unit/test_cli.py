@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -236,6 +237,21 @@ def test_verify_passes_spark_remote_to_verify_run(tmp_path: Path, capsys: pytest
     monkeypatch.delenv("KAFKA_MIRROR_SPARK_REMOTE")
     assert main(["verify", str(run)]) == 0  # neither: the default master, as before
     assert calls[-1]["master"] == "local[2]"
+    capsys.readouterr()
+
+
+def test_verify_leaves_a_running_spark_session_to_its_owner(tmp_path: Path, spark: Any,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """``kafka-mirror verify`` called in a process that already runs a SparkSession (this
+    suite's ``spark`` fixture) stops only what it started: it stopped the process-wide session,
+    and every later Spark test of that xdist worker (or of a serial run) failed with py4j's
+    ConnectionRefusedError."""
+    from pytest_kafka_mirror import verify
+
+    monkeypatch.setattr(verify, "verify_run", lambda run_dir, **kw: sample_report(expected=10))
+    assert main(["verify", str(_run_dir(tmp_path))]) == 0
+    assert spark.range(3).count() == 3  # still alive
     capsys.readouterr()
 
 
