@@ -9,7 +9,9 @@ Why the replicator's start time: a Kafka Connect replicator keeps its group and 
 topics on the target cluster, so a target broker restart takes its group coordinator
 away, and the worker rebalances: it stops every task, rejoins and starts them again.
 Measured with MirrorMaker 2 4.3.1 on Apache Kafka 4.3.1: the broker was back after 3 s,
-MM2's tasks started again 7 s later, and the backlog arrived within another 5 s.
+MM2's tasks started again 7 s later, and the backlog arrived within another 5 s.  The run
+goes on long enough to see that (RESTART_ROOM_S for the restart, whose length is known only
+afterwards: the budget itself is measured).
 
 Why: rolling broker restarts are routine; a replicator must ride them out.
 
@@ -27,13 +29,17 @@ RATE = 300
 RESTART_AT = 5
 P99_SLO_MS = 2000
 CATCH_UP_S = 12
+#: how long production goes on after the restart began, beyond the replicator's start time
+#: and the catch-up: room for the restart itself, whose length is only known afterwards
+#: (measured on this project's 2-core machine under the suite's load: 3 s to 25 s)
+RESTART_ROOM_S = 30
 
 
 def test_target_broker_restart(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     mirror_faults.require("target.lifecycle", "target.restart_keeps_data")
     topics = mirror_topics(1, partitions=3)
     startup = getattr(mirror_faults.replicator, "startup_seconds", None) or 0.0
-    run = mirror_producer(topics, rate=RATE, duration=max(15, RESTART_AT + startup + CATCH_UP_S + 10),
+    run = mirror_producer(topics, rate=RATE, duration=RESTART_AT + RESTART_ROOM_S + startup + CATCH_UP_S,
                           faults=[at(RESTART_AT, restart(mirror_faults.target))])
 
     report = mirror_verifier(run)

@@ -92,7 +92,8 @@ def _kafka_spec(text: str, arg: str) -> ClusterSpec:
     try:
         v = parse_version(version)
     except ValueError as exc:
-        raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
+        hint = "" if "." in version else " (for a running cluster at a host and port: bootstrap:HOST:PORT)"
+        raise ValueError(f"{text!r}: {exc}{hint}; accepted: {ACCEPTED}") from None
     if v < KRAFT_SINCE:
         raise ValueError(f"{text!r}: kafka: runs KRaft brokers, Apache Kafka {format_version(KRAFT_SINCE)} or later "
                          f"(for an older cluster use bootstrap:HOST:PORT); accepted: {ACCEPTED}")

@@ -17,8 +17,9 @@ renamed into place when complete).
 A :class:`KafkaRelease` is any directory with Kafka's ``libs/``: a cache entry, or an
 unpacked distribution (``kafka-home:PATH``).  :meth:`KafkaRelease.java_argv` builds the
 ``java`` command line the distribution's ``bin/kafka-run-class.sh`` would, without the
-scripts: heap (``KAFKA_HEAP_OPTS`` when set), GC settings, a log configuration the plugin
-writes (console only: the process's output is its log), ``KAFKA_OPTS``.
+scripts: heap (``KAFKA_HEAP_OPTS`` when set), JVM settings (:data:`PERFORMANCE_OPTS`, or
+``KAFKA_JVM_PERFORMANCE_OPTS``), a log configuration the plugin writes (console only: the
+process's output is its log), ``KAFKA_OPTS``.
 
 Measured on this project's 2-core machine (Maven 3.8.7, a warm ``~/.m2``): 4.3.1 resolves
 in ~6 s into 92 jars, 54 MB.
@@ -70,6 +71,17 @@ _JAR = re.compile(r"^(?P<name>.+?)-(?P<version>\d+(?:\.\d+)*(?:[.-][A-Za-z0-9]+)
 _CORE_JAR = re.compile(r"^kafka(?:-clients|_[0-9.]+)-(\d+)\.(\d+)\.(\d+)(?:[.-].*)?\.jar$")
 _SLF4J_BINDINGS = ("slf4j-reload4j", "slf4j-log4j12", "log4j-slf4j-impl", "log4j-slf4j2-impl", "logback-classic")
 Version = tuple[int, int, int]
+#: JVM settings of every broker and replicator the plugin starts, in place of
+#: kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS (G1, C2): the serial collector for heaps
+#: of a few hundred MB, and only the C1 compiler.  A scenario session runs two to six Kafka
+#: and Connect JVMs, each starting afresh, beside a Spark driver on two cores; C2 compiling
+#: them took the cores the tests measure.  The gate's selection (4 scenarios on Kafka 4.3.1 +
+#: MM2 4.3.1, -n 2) with one core kept busy by a hog, two runs each: 198-201 s with the
+#: scripts' settings (steady-state headers p50 364-954 ms), 129-143 s with these (52-61 ms);
+#: without the hog 139 s against 133 s.
+#: Throughput benchmarks of a replicator want the scripts' settings back: the
+#: KAFKA_JVM_PERFORMANCE_OPTS environment variable replaces these, as for the scripts.
+PERFORMANCE_OPTS = ("-server", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.awt.headless=true")
 
 
 class KafkaInstallError(RuntimeError):
@@ -205,9 +217,7 @@ class KafkaRelease:
         return [
             java_executable(),
             *(os.environ.get("KAFKA_HEAP_OPTS") or heap).split(),
-            # kafka-run-class.sh's KAFKA_JVM_PERFORMANCE_OPTS
-            "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+            *(os.environ.get("KAFKA_JVM_PERFORMANCE_OPTS") or " ".join(PERFORMANCE_OPTS)).split(),
             *jvm,
             log_opt,
             "-cp", f"{self.libs}/*",

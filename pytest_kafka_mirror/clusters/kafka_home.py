@@ -119,6 +119,12 @@ def render_server_properties(
         "transaction.state.log.min.isr": isr,
         "share.coordinator.state.topic.replication.factor": rf,
         "share.coordinator.state.topic.min.isr": isr,
+        # 5 partitions, not 50, for each internal topic: a restart loads every partition of
+        # the node, and with the defaults (offsets, transactions, share state) and MM2's topics
+        # a broker restarted mid-scenario took 25 s to start on this project's 2-core machine
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.num.partitions": "5",
+        "share.coordinator.state.topic.num.partitions": "5",
         "group.initial.rebalance.delay.ms": "0",
         "auto.create.topics.enable": "false",
     })

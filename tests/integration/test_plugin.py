@@ -41,7 +41,8 @@ def test_help_lists_every_option_in_one_group(pytester: pytest.Pytester) -> None
     "args,message",
     [
         (["--kafka-mirror-drain-timeout=-1"], "*--kafka-mirror-drain-timeout*'-1' must be a positive number*"),
-        (["--kafka-mirror-source=kafka:9092"], "*--kafka-mirror-source*unknown cluster spec 'kafka:9092'; accepted: tansu*"),
+        (["--kafka-mirror-source=kafka:9092"], "*--kafka-mirror-source*'kafka:9092': '9092' is not an Apache Kafka release "
+         "version*(for a running cluster at a host and port: bootstrap:HOST:PORT); accepted: tansu*"),
         (["--kafka-mirror-target=bootstrap:nohost"], "*'nohost' is not HOST:PORT*"),
         (["--kafka-mirror-naming=suffix:x"], "*unknown topic naming policy 'suffix:x'*"),
         (["--kafka-mirror-spark-master=nowhere"], "*'nowhere' is not a Spark master URL*"),
