@@ -325,6 +325,22 @@ class MirrorRun:
             self._background.append((thread, errors))
         return thread
 
+    def record_figure(self, name: str, value: float | None, note: str = "") -> None:
+        """Keep a figure the scenario measured itself (``scenario.json`` of the run
+        directory): the verification's report, summary, stored run and comparison carry
+        it, and ``--kafka-mirror-compare-fail NAME:N`` gates on it.  ``value`` None: it
+        could not be measured (``note`` says why).  ``name`` is one of
+        ``report.compare.SCENARIO_FIGURES``."""
+        from .report.compare import FIGURES, SCENARIO_FIGURES
+        from .rundir import record_scenario_figure
+
+        if name not in SCENARIO_FIGURES:
+            raise ValueError(f"record_figure: {name!r} is not a scenario figure; known: {', '.join(SCENARIO_FIGURES)}")
+        if value is not None:
+            value = round(float(value), 3) if FIGURES[name].unit == "s" else int(value)
+        with self._lock:
+            record_scenario_figure(self.run_dir, name, value, note)
+
     def fault_errors(self) -> list[Marker]:
         """Faults that could not be applied."""
         return [m for m in self.markers if m.error]

@@ -12,6 +12,9 @@ different processes (or on different hosts sharing the directory)::
                                     three-log reconciliation (manifest / source / target)
       readiness.json                warm-up rounds: when each topic was created and when a
                                     warm-up record of every partition crossed the replicator
+      scenario.json                 figures the scenario measured itself (an upgrade's
+                                    resume time, a config's sync time, ...): name ->
+                                    {"value", "note"}
       report.json                   the verifier's MirrorReport
 
 The manifest stores acknowledged sequence numbers as inclusive ranges, so its size grows
@@ -33,12 +36,15 @@ __all__ = [
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
     "READINESS_FILE",
+    "SCENARIO_FILE",
     "SOURCE_DIR",
     "LaneManifest",
     "Manifest",
     "capture_schema",
     "load_discovery",
     "load_manifests",
+    "load_scenario_figures",
+    "record_scenario_figure",
     "write_json_atomic",
     "write_readiness",
 ]
@@ -48,6 +54,7 @@ CAPTURE_DIR = "capture"
 CAPTURE_STATUS = "capture-status.json"
 REPORT_FILE = "report.json"
 READINESS_FILE = "readiness.json"
+SCENARIO_FILE = "scenario.json"
 #: Subdirectory of a run directory holding the capture of the source topics, when taken.
 SOURCE_DIR = "source"
 #: Upper bounds (ms, inclusive) of the latency histogram buckets; a last bucket counts
@@ -158,6 +165,23 @@ def write_json_atomic(path: Path, data: Any) -> None:
 def write_readiness(run_dir: str | os.PathLike[str], rounds: list[Any]) -> None:
     """Every readiness round of a run (``TopicReadiness`` objects), in order."""
     write_json_atomic(Path(run_dir) / READINESS_FILE, [r.to_dict() for r in rounds])
+
+
+def record_scenario_figure(run_dir: str | os.PathLike[str], name: str, value: float | int | None,
+                           note: str = "") -> None:
+    """Add (or replace) one figure of ``scenario.json``; the caller checks the name."""
+    path = Path(run_dir) / SCENARIO_FILE
+    figures = load_scenario_figures(run_dir)
+    figures[name] = {"value": value, "note": note}
+    write_json_atomic(path, figures)
+
+
+def load_scenario_figures(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """``scenario.json``: name -> ``{"value", "note"}``; ``{}`` when the scenario measured none."""
+    try:
+        return dict(json.loads((Path(run_dir) / SCENARIO_FILE).read_text()))
+    except (OSError, ValueError):
+        return {}
 
 
 def load_discovery(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FAILOVER_SUMMARY_COLUMNS",
+    "SCENARIO_FIGURES",
+    "MEASURED_LEGEND",
     "FIGURES",
     "SUMMARY_COLUMNS",
     "Comparison",
@@ -96,6 +98,12 @@ def _latency(name: str, help: str) -> Figure:
     return Figure(f"latency_{name}", "ms", higher_is_worse=True, gateable=True, help=help)
 
 
+def _scenario(name: str, unit: str, help: str, *, gateable: bool = True) -> Figure:
+    # Measured by the scenario itself (MirrorRun.record_figure): a time or count that is
+    # worse when higher; a bound (gateable=False) is shown and stored, never gated.
+    return Figure(name, unit, higher_is_worse=True, gateable=gateable, help=help)
+
+
 def _failover(name: str, unit: str, help: str) -> Figure:
     # Every failover figure is worse when higher: records lost or re-read, staleness, lag.
     return Figure(name, unit, higher_is_worse=True, gateable=True, help=help, kind=FAILOVER)
@@ -128,6 +136,15 @@ FIGURES: dict[str, Figure] = {
                help="achieved messages/s per topic over the produce window"),
         Figure("discovery_s", "s", higher_is_worse=True, gateable=True,
                help="topic created -> a warm-up record of every partition on the target (longest topic)"),
+        _scenario("upgrade_resume_s", "s", "in-place upgrade / rollback: the old replicator stopped -> the new one "
+                  "copied again"),
+        _scenario("upgrade_duplicates_bound", "records", "copies the switch may repeat: what was produced "
+                  "in one offset-commit interval", gateable=False),
+        _scenario("partition_growth_s", "s", "source topic grew -> the remote topic grew and a record of every "
+                  "new partition was copied"),
+        _scenario("config_sync_s", "s", "topic config set on the source -> seen on the remote topic"),
+        _scenario("group_sync_s", "s", "group committed on the source -> its idle target group moved to the "
+                  "translated offsets"),
         _failover("failover_skipped", "records", "records a group had not consumed that it never reads after "
                   "failing over (at failover, or at any checkpoint of the run)"),
         _failover("failover_rereads_max", "records", "most records one group re-reads on one partition after "
@@ -156,6 +173,11 @@ DEFAULT_SHOWN = {
     VERIFICATION: ("missing", "duplicated", "reordered", "latency_p50", "latency_p99", "latency_p999", "rate"),
     FAILOVER: ("failover_skipped", "failover_rereads_max", "failover_untranslated", "checkpoint_delay_max_s"),
 }
+
+
+#: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
+SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
+                    "group_sync_s")
 
 
 def figure_names(kind: str) -> tuple[str, ...]:
@@ -194,6 +216,8 @@ def figures(report: MirrorReport) -> dict[str, Value]:
         values[f"latency_{name}"] = getattr(report.latency, f"{name}_ms")
     values["rate"] = achieved_rate(report.producers)
     values["discovery_s"] = report.discovery_s
+    for name, entry in report.scenario.items():
+        values[name] = entry.get("value")
     return {name: values.get(name) for name in figure_names(VERIFICATION)}
 
 
@@ -306,12 +330,20 @@ FAILOVER_SUMMARY_LEGEND = (
 )
 
 
-def summary_row(key: str, values: Mapping[str, Value]) -> dict[str, str]:
-    """One row of the summary table from a result's figures."""
+#: The summary's extra column when a scenario measured figures of its own.
+MEASURED_LEGEND = "measured: figures the scenario measured itself (report.json's 'scenario' says how)"
+
+
+def summary_row(key: str, values: Mapping[str, Value], report: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """One row of the summary table from a result's figures; ``measured`` lists the
+    figures its scenario measured itself (from its ``report.json`` dict)."""
     names = {"records": "expected", "missing": "missing", "dup": "duplicated", "reordered": "reordered",
              "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate",
              "discovery": "discovery_s"}
-    return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
+    measured = ", ".join(f"{name} {format_figure(name, values.get(name))}"
+                         for name in (report or {}).get("scenario") or {})
+    return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()},
+            "measured": measured}
 
 
 def failover_summary_row(key: str, values: Mapping[str, Value], report: Mapping[str, Any]) -> dict[str, str]:
@@ -405,6 +437,10 @@ def _compare_result(comparison: Comparison, key: str, base_figures: Mapping[str,
     """The rows and regressions of one result: the figures its ``checks`` name, or
     ``default_shown`` when none does."""
     shown = list(dict.fromkeys(c.figure for c in checks)) or list(default_shown)
+    if not checks:  # and the figures its scenario measured itself, in either run
+        shown += [n for n in SCENARIO_FIGURES if base_figures.get(n) is not None or cur_figures.get(n) is not None]
+    # a figure only some scenarios measure: not a row for every other test
+    shown = [n for n in shown if n not in SCENARIO_FIGURES or (base_figures.get(n), cur_figures.get(n)) != (None, None)]
     for i, name in enumerate(shown):
         b, c = base_figures.get(name), cur_figures.get(name)
         verdicts = []

@@ -30,6 +30,7 @@ from ..verify.report import format_table
 from .compare import (
     FAILOVER_SUMMARY_COLUMNS,
     FAILOVER_SUMMARY_LEGEND,
+    MEASURED_LEGEND,
     SUMMARY_COLUMNS,
     SUMMARY_LEGEND,
     Comparison,
@@ -81,8 +82,11 @@ def summary_tables(results: list[TestResult]) -> list[SummaryTable]:
     checks = [r for r in results if r.kind == FAILOVER]
     tables = []
     if verified:
-        tables.append(SummaryTable("verified runs", [summary_row(r.key, r.figures) for r in verified],
-                                   SUMMARY_COLUMNS, SUMMARY_LEGEND, verified))
+        rows = [summary_row(r.key, r.figures, r.report) for r in verified]
+        columns, legend = SUMMARY_COLUMNS, SUMMARY_LEGEND
+        if any(row["measured"] for row in rows):
+            columns, legend = (*columns, "measured"), f"{legend}; {MEASURED_LEGEND}"
+        tables.append(SummaryTable("verified runs", rows, columns, legend, verified))
     if checks:
         rows = [failover_summary_row(r.key, r.figures, r.report) for r in checks]
         tables.append(SummaryTable("failover checks", rows, FAILOVER_SUMMARY_COLUMNS, FAILOVER_SUMMARY_LEGEND, checks))

@@ -64,6 +64,7 @@ from pytest_kafka_mirror.rundir import (
     SOURCE_DIR,
     load_discovery,
     load_manifests,
+    load_scenario_figures,
 )
 from pytest_kafka_mirror.verify._sql import Queries
 from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
@@ -213,6 +214,7 @@ def verify_run(
             job.release()
     report.capture = read_status(run)
     report.discovery = load_discovery(run)
+    report.scenario = load_scenario_figures(run)
     if write_report:
         report.write(run / REPORT_FILE)
     return report

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_kafka_mirror.rundir import CAPTURE_DIR, SOURCE_DIR, load_discovery, load_manifests
+from pytest_kafka_mirror.rundir import CAPTURE_DIR, SOURCE_DIR, load_discovery, load_manifests, load_scenario_figures
 from pytest_kafka_mirror.verify._latency import PERCENTILES, nearest_rank
 from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, read_status
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange, compact_ranges
@@ -192,6 +192,7 @@ def oracle_report(
         histogram_bounds_ms=bounds,
         capture=read_status(run),
         discovery=load_discovery(run),
+        scenario=load_scenario_figures(run),
     )
     for name in ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
                  "corrupted", "never_acked", "lost_by_replicator", "missing_in_source"):

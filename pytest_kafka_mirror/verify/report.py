@@ -351,6 +351,9 @@ class MirrorReport:
     #: ``spec``, ``health`` (it exited, a FAILED task: '' when healthy) and ``status``
     #: (MirrorMaker 2: its connectors and tasks); {} when nothing was missing
     replicator: dict[str, str] = field(default_factory=dict)
+    #: figures the scenario measured itself (``MirrorRun.record_figure``, ``scenario.json``):
+    #: name -> ``{"value", "note"}``, e.g. ``upgrade_resume_s``
+    scenario: dict[str, dict[str, Any]] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------

@@ -282,3 +282,50 @@ def test_a_failover_gate_that_compared_no_failover_check_fails() -> None:
     ]
     # A session without failover checks has nothing for a failover gate to miss.
     assert not compare_runs(baseline, sample_run(sample_result(FO, sample_report())), checks).failed
+
+
+# -- figures a scenario measured itself (MirrorRun.record_figure) -------------------------
+
+
+def _with_scenario(report, **values):
+    report.scenario = {name: {"value": v, "note": f"how {name} was measured"} for name, v in values.items()}
+    return report
+
+
+def test_scenario_figures_are_figures_of_the_verification_and_shown_where_measured() -> None:
+    upgraded = "scenarios/test_upgrade.py::test_in_place_upgrade_mid_stream[upgrade]"
+    base = sample_run(sample_result(upgraded, _with_scenario(sample_report(), upgrade_resume_s=4.0)),
+                      sample_result(A, sample_report()))
+    cur = sample_run(sample_result(upgraded, _with_scenario(sample_report(), upgrade_resume_s=9.5)),
+                     sample_result(A, sample_report()))
+    assert figures(_with_scenario(sample_report(), upgrade_resume_s=4.0))["upgrade_resume_s"] == 4.0
+    comparison = compare_runs(base, cur)
+    shown = [(r["test"], r["figure"], r["baseline"], r["now"]) for r in comparison.rows if r["figure"] == "upgrade_resume_s"]
+    assert shown == [("", "upgrade_resume_s", "4.00 s", "9.50 s")]
+    # gated: only the test that measured it has a row, and it regressed by 137.5 %
+    gated = compare_runs(base, cur, [parse_compare_fail("upgrade_resume_s:50%")])
+    assert [r["test"] for r in gated.rows] == [upgraded]
+    assert gated.failed and "upgrade_resume_s" in gated.regressions[0] and upgraded in gated.regressions[0]
+
+
+def test_a_bound_a_scenario_measured_is_not_gateable() -> None:
+    assert not FIGURES["upgrade_duplicates_bound"].gateable
+    with pytest.raises(ValueError, match="is a size of the run"):
+        parse_compare_fail("upgrade_duplicates_bound:0")
+
+
+def test_a_run_keeps_the_figures_its_scenario_measured(tmp_path) -> None:
+    from pytest_kafka_mirror.rundir import load_scenario_figures
+    from pytest_kafka_mirror.run import MirrorRun
+
+    run = MirrorRun(tmp_path, "127.0.0.1:1", "127.0.0.1:2", {"t": "source.t"}, partitions={"t": 1})
+    run.record_figure("config_sync_s", 2.34567, "retention.ms on source.t")
+    run.record_figure("upgrade_duplicates_bound", 1500.0)
+    run.record_figure("partition_growth_s", None, "the remote topic never grew")
+    assert load_scenario_figures(tmp_path) == {
+        "config_sync_s": {"value": 2.346, "note": "retention.ms on source.t"},
+        "upgrade_duplicates_bound": {"value": 1500, "note": ""},
+        "partition_growth_s": {"value": None, "note": "the remote topic never grew"},
+    }
+    with pytest.raises(ValueError, match="'latency_p99' is not a scenario figure; known: upgrade_resume_s"):
+        run.record_figure("latency_p99", 3.0)

@@ -160,3 +160,18 @@ def test_failover_checks_reach_the_summary_the_stored_run_and_the_gate(pytester:
     ])
     stored = load_run(FileStorage(pytester.path / ".kafka-mirror").resolve("new"))["results"]
     assert stored["test_fo.py::test_only_failover#failover"]["figures"]["failover_rereads_max"] == 297
+
+
+def test_the_summary_lists_the_figures_a_scenario_measured_itself(tmp_path: Path) -> None:
+    reporting = _reporting(tmp_path)
+    report = sample_report()
+    report.scenario = {"upgrade_resume_s": {"value": 4.25, "note": "mm2:3.9.1 stopped -> mm2:4.3.1 copied"},
+                       "upgrade_duplicates_bound": {"value": 1500, "note": "300 msg/s x 5 s flush"}}
+    _deliver(reporting, sample_result(FO, report), sample_result(LOW, sample_report()))
+    tr = _Terminal()
+    reporting.pytest_terminal_summary(tr)
+    header, fo_row, low_row = tr.lines[1].splitlines()
+    assert header.split()[-1] == "measured"
+    assert fo_row.strip().startswith(FO) and fo_row.endswith("upgrade_resume_s 4.25 s, upgrade_duplicates_bound 1500")
+    assert low_row.strip().startswith(LOW) and low_row.endswith("n/a")  # measured nothing: an empty cell
+    assert "measured: figures the scenario measured itself" in tr.lines[2]
