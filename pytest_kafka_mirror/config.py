@@ -336,6 +336,11 @@ OPTIONS: list[Option] = [
            "Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
            "external:POLICY (already running; its naming identity | prefix:P).",
            parse_replicator_spec),
+    Option("upgrade-from", "SPEC", None,
+           "The release the in-place upgrade scenarios start on (and roll back to), e.g. mm2:3.9.1 when the "
+           "replicator is mm2:4.3.1; same forms as --kafka-mirror-replicator. Default: the replicator itself "
+           "(the switch is then a restart onto a new process with the same state).",
+           parse_replicator_spec),
     Option("naming", "POLICY", "identity",
            "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy); "
            "MM2's is derived from its replication policy.",
@@ -433,6 +438,8 @@ class Settings:
     #: the Kafka release cache given by option / ini / env ("" = kafka_dist.cache_dir's default)
     kafka_cache: str = ""
     replicator_properties: tuple[tuple[str, str], ...] = ()
+    #: what the in-place upgrade scenarios start on (None: the replicator itself)
+    upgrade_from: ReplicatorSpec | None = None
     share: str = "run"
     topic_provisioning: str = "auto"
     # -- results across runs and Prometheus; defaults so older callers keep working
@@ -508,6 +515,7 @@ def resolve_settings(
         kafka_home=values["kafka_mirror_kafka_home"],
         kafka_cache=values["kafka_mirror_kafka_cache"] or "",
         replicator_properties=values["kafka_mirror_replicator_properties"],
+        upgrade_from=values["kafka_mirror_upgrade_from"],
         share=values["kafka_mirror_share"],
         topic_provisioning=values["kafka_mirror_topic_provisioning"],
         save=values["kafka_mirror_save"],

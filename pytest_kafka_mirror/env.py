@@ -11,6 +11,7 @@ another.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .clusters import Cluster
     from .faults.schedule import Link
-    from .replicators import Replicator
+    from .replicators import Replicator, ReplicatorSpec
     from .session import KafkaMirrorSession
 
 __all__ = ["MirrorEnv", "ViaLink", "build_private_env"]
@@ -55,6 +56,10 @@ class MirrorEnv:
     topic_prefix: str | None = None
     #: things to stop when the environment closes, in reverse order of start
     _owned: list[Any] = field(default_factory=list)
+    #: builds a replicator of another release in this one's place (a private environment's)
+    _replacement: Callable[[ReplicatorSpec], Replicator] | None = None
+    #: what the in-place upgrade scenarios switch between: "previous" and "current" specs
+    releases: dict[str, ReplicatorSpec] = field(default_factory=dict)
 
     def own(self, thing: Any) -> Any:
         """Stop ``thing`` when the environment closes."""
@@ -72,6 +77,25 @@ class MirrorEnv:
                 log.error("stopping %r failed: %s", thing, exc)
         self._owned.clear()
 
+    def switch_replicator(self, release: str) -> Replicator:
+        """Replace the replicator in place by ``release`` (``"previous"`` or ``"current"``,
+        see :attr:`releases`): stop it (SIGTERM, waiting for its exit), then start the
+        other on the same clusters, links and state (MM2: the same Connect group and
+        internal topics; MM1: the same consumer group; the reference mirror: the same
+        committed positions).  Returns once the new one copies (its readiness probe)."""
+        from .replicators import ReplicatorError
+
+        if self._replacement is None or release not in self.releases:
+            raise ReplicatorError(f"switch_replicator({release!r}): only a private environment switches, between "
+                                  f"{sorted(self.releases) or 'no releases'}")
+        old = self.replicator
+        old.stop()
+        new = self._replacement(self.releases[release])
+        self.own(new)
+        self.replicator = new
+        new.start()
+        return new
+
     def describe(self) -> str:
         parts = [self.source.describe(), self.target.describe(), self.replicator.describe()]
         parts += [link.describe() for link in self.links.values()]
@@ -84,11 +108,15 @@ def build_private_env(
     *,
     links: bool = True,
     extra_properties: tuple[tuple[str, str], ...] = (),
+    release: str = "current",
 ) -> MirrorEnv:
     """Start clusters, links and a replicator for one test (see the module docstring).
 
     ``links``: put a faultable link between the replicator and each single-broker
-    cluster.  Everything already started is stopped again when a later step fails.
+    cluster.  ``release``: ``"previous"`` starts the release of
+    ``--kafka-mirror-upgrade-from`` instead of the replicator under test (the upgrade
+    scenarios then switch with :meth:`MirrorEnv.switch_replicator`).  Everything already
+    started is stopped again when a later step fails.
     """
     from .faults.schedule import Link
 
@@ -115,10 +143,21 @@ def build_private_env(
                                 listener=endpoint() if callable(endpoint) else None)).start()
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
+        releases = {"current": session.settings.replicator,
+                    "previous": session.settings.upgrade_from or session.settings.replicator}
         replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",
-                                             extra_properties=extra_properties)
+                                             extra_properties=extra_properties, spec=releases[release])
         own(replicator).start()
     except BaseException:
         MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
         raise
-    return MirrorEnv(source, target, replicator, made, private=True, _owned=owned)
+
+    def replacement(spec: ReplicatorSpec) -> Replicator:
+        # the same clusters, links, topics and workdir (the reference mirror's committed
+        # positions live there), and the same state (MM2's Connect group, MM1's group)
+        return session.make_replicator(via["source"], via["target"], workdir / "replicator",
+                                       extra_properties=extra_properties, spec=spec,
+                                       instance=getattr(replicator, "instance", None))
+
+    return MirrorEnv(source, target, replicator, made, private=True, _owned=owned, _replacement=replacement,
+                     releases=releases)

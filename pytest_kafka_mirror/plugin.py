@@ -34,7 +34,9 @@ log = logging.getLogger("pytest_kafka_mirror")
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
 #: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
-MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties"}
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties", "release"}
+#: the marker's ``release=``: what a private environment's replicator starts as
+RELEASES = ("current", "previous")
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -72,9 +74,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, private=BOOL, "
-        "replicator_properties={KEY: VALUE}): per-test overrides of pytest-kafka-mirror settings; "
-        "private=True gives the test its own clusters, links and replicator (implied by the mirror_faults "
-        "fixture); replicator_properties gives the test its own replicator with those settings.",
+        "replicator_properties={KEY: VALUE}, release='current'|'previous'): per-test overrides of "
+        "pytest-kafka-mirror settings; private=True gives the test its own clusters, links and replicator "
+        "(implied by the mirror_faults fixture); replicator_properties gives the test its own replicator with "
+        "those settings; release='previous' gives it a private one of --kafka-mirror-upgrade-from's release "
+        "(the in-place upgrade scenarios: mirror_env.switch_replicator).",
     )
     from .provisioning import MARKER_HELP
 
@@ -119,15 +123,16 @@ def _install_releases(settings: Settings) -> None:
 
     wanted = [(role, kafka_spec_parts(spec)[0], "broker")
               for role, spec in (("source", settings.source), ("target", settings.target)) if spec.kind == "kafka"]
-    rep = settings.replicator
-    if rep.kind in ("mm2", "mm1") and rep.arg[:1].isdigit():
-        wanted.append(("replicator", rep.arg, rep.kind))
+    for role, rep in (("replicator", settings.replicator), ("upgrade_from", settings.upgrade_from)):
+        if rep is not None and rep.kind in ("mm2", "mm1") and rep.arg[:1].isdigit():
+            wanted.append((role, rep.arg, rep.kind))
     for role, version, need in wanted:
         try:
             release(version, cache_dir(settings.kafka_cache or None), need=need,
                     log=lambda text: print(f"pytest-kafka-mirror: {text}", file=sys.stderr, flush=True))
         except KafkaInstallError as exc:
-            origin = settings.sources.get(role, f"--kafka-mirror-{role}")
+            name = role.replace("_", "-")
+            origin = settings.sources.get(name, f"--kafka-mirror-{name}")
             spec = getattr(settings, role)
             raise pytest.UsageError(f"pytest-kafka-mirror: {origin} {spec}: {exc}") from None
 
@@ -185,6 +190,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 f"accepted keywords: {', '.join(sorted(MARKER_KWARGS))}",
                 pytrace=False,
             )
+        if mark.kwargs.get("release", "current") not in RELEASES:
+            pytest.fail(f"@pytest.mark.{MARKER}(release={mark.kwargs['release']!r}): accepted: "
+                        f"{', '.join(map(repr, RELEASES))}", pytrace=False)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -293,7 +301,7 @@ def _shares_replicator(item: pytest.Item) -> bool:
     if "mirror_topics" not in fixtures or "mirror_faults" in fixtures:
         return False
     kwargs = _marker_kwargs(item)
-    return not kwargs.get("private") and kwargs.get("replicator_properties") is None
+    return not kwargs.get("private") and kwargs.get("replicator_properties") is None and "release" not in kwargs
 
 
 def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, source: Cluster,
@@ -352,7 +360,8 @@ def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, st
 
 
 def _wants_private(request: pytest.FixtureRequest) -> bool:
-    return "mirror_faults" in request.fixturenames or bool(_marker_overrides(request).get("private"))
+    kwargs = _marker_overrides(request)
+    return "mirror_faults" in request.fixturenames or bool(kwargs.get("private")) or "release" in kwargs
 
 
 @pytest.fixture
@@ -376,7 +385,8 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     if _wants_private(request):
         try:
             env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"),
-                                    extra_properties=dedicated[1] if dedicated else ())
+                                    extra_properties=dedicated[1] if dedicated else (),
+                                    release=_marker_overrides(request).get("release", "current"))
         except (ClusterError, ReplicatorError, FaultError) as exc:
             _fail(f"kafka-mirror private environment: {exc}")
     else:
@@ -531,7 +541,7 @@ def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> Mi
         node.user_properties.extend((f"{prefix}.{k}", v) for k, v in report.figures().items() if v is not None)
 
     failover = MirrorFailover(_session(request.config), mirror_env.replicator, node.nodeid, on_report=properties,
-                              params=_params(request))
+                              params=_params(request), env=mirror_env)
     node.stash[_FAILOVER_KEY] = failover
     return failover
 

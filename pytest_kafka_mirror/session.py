@@ -25,9 +25,10 @@ if TYPE_CHECKING:
     from .capture.witness import Witness
     from .clusters import Cluster
     from .clusters.shared import ShareDir
+    from .env import MirrorEnv
     from .faults.schedule import Scheduled
     from .provisioning import TopicPool
-    from .replicators import Replicator
+    from .replicators import Replicator, ReplicatorSpec
     from .report.metrics import MetricsSpool
     from .run import MirrorRun
     from .verify import MirrorReport
@@ -153,9 +154,12 @@ class KafkaMirrorSession:
         *,
         topic_prefix: str | None = None,
         extra_properties: tuple[tuple[str, str], ...] = (),
+        spec: ReplicatorSpec | None = None,
+        instance: str | None = None,
     ) -> Replicator:
         """The configured replicator; ``topic_prefix`` / ``extra_properties`` make a
-        dedicated one (marker ``replicator_properties``)."""
+        dedicated one (marker ``replicator_properties``); ``spec`` another release (the
+        in-place upgrade scenarios), ``instance`` the state of the one it replaces."""
         from .replicators import ReplicatorOptions, make_replicator
 
         s = self.settings
@@ -168,8 +172,9 @@ class KafkaMirrorSession:
             kafka_cache=s.kafka_cache,
             warmup_topic=WARMUP_TOPIC,
             max_record_bytes=self.max_record_bytes,
+            instance=instance,
         )
-        return make_replicator(s.replicator, source, target, workdir, options)
+        return make_replicator(spec or s.replicator, source, target, workdir, options)
 
     def spark_plan(self, distributed: bool) -> tuple[str, str]:
         """How this session verifies: ``(kind, where)``, kind one of
@@ -525,9 +530,11 @@ class MirrorFailover:
 
     def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str,
                  on_report: Callable[[int, FailoverReport], None] | None = None,
-                 params: dict[str, Any] | None = None) -> None:
+                 params: dict[str, Any] | None = None, env: MirrorEnv | None = None) -> None:
         self.session = session
-        self.replicator = replicator
+        self._replicator = replicator
+        #: the test's environment: its replicator is the one to ask, also after a switch
+        self.env = env
         self.nodeid = nodeid
         self.params = params or {}
         self.reports: list[FailoverReport] = []
@@ -535,6 +542,11 @@ class MirrorFailover:
         self.results: list[TestResult] = []
         #: called with (index, report) after each failover check (the plugin adds JUnit properties)
         self.on_report = on_report
+
+    @property
+    def replicator(self) -> Replicator:
+        """The test's replicator now (after ``mirror_env.switch_replicator``: the new one)."""
+        return self.env.replicator if self.env is not None else self._replicator
 
     def __call__(self, run: MirrorRun, *, wait: float | None = None, reset: str = "latest",
                  settings: Any = None) -> FailoverReport:

@@ -168,6 +168,9 @@ class ReplicatorOptions:
     warmup_topic: str = "kafka-mirror-warmup"
     #: the largest record the session may produce (mm2 / mm1 size their clients for it); None: Kafka's default
     max_record_bytes: int | None = None
+    #: the state of the replicator this one replaces (an in-place upgrade): MM2's Connect
+    #: group and internal topics, MM1's consumer group; None: a new one
+    instance: str | None = None
 
 
 def _startup(opts: ReplicatorOptions, default: float) -> float:
@@ -199,7 +202,7 @@ def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
         source, target, workdir, topic_prefix=opts.topic_prefix, image=image,
         release=None if image else _release(spec, opts, "mm2"),
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, STARTUP_TIMEOUT),
-        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
+        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
     )
 
 
@@ -210,7 +213,7 @@ def _mm1(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
     return LegacyMirrorMaker(
         source, target, workdir, _release(spec, opts, "mm1"), topic_prefix=opts.topic_prefix,
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, 60.0),
-        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
+        max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
     )
 
 

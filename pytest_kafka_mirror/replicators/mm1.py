@@ -168,6 +168,7 @@ class LegacyMirrorMaker(RunnerReplicator):
         startup_timeout: float = 60.0,
         max_record_bytes: int | None = None,
         heap: str = "-Xms64M -Xmx384M",
+        instance: str | None = None,
     ) -> None:
         if naming is not None and naming != NamingPolicy():
             raise ReplicatorError(f"--kafka-mirror-naming {naming}: the legacy MirrorMaker keeps topic names "
@@ -176,7 +177,9 @@ class LegacyMirrorMaker(RunnerReplicator):
                          startup_timeout=startup_timeout)
         self.release = release
         self.heap = heap
-        self.group_id = f"{topic_prefix}-kafka-mirror-mm1-{uuid.uuid4().hex[:8]}"
+        #: its consumer group on the source: its state, the same over its restarts (and for a
+        #: replacement given ``instance``: an in-place upgrade)
+        self.instance = self.group_id = instance or f"{topic_prefix}-kafka-mirror-mm1-{uuid.uuid4().hex[:8]}"
         try:
             self.consumer, self.producer, self.options = render_mm1(
                 source_bootstrap=source.bootstrap_servers, target_bootstrap=target.bootstrap_servers,
@@ -189,6 +192,11 @@ class LegacyMirrorMaker(RunnerReplicator):
         self.spec = f"mm1:{release.version_text}" if release.components.get("mm1") is True else f"mm1:{release.home}"
         self.label = f"MirrorMaker 1 ({release.version_text})"
         self.config_dir = self.workdir / "mm1-config"
+
+    @property
+    def commit_interval_s(self) -> float:
+        """How often it commits its consumer offsets (``--offset.commit.interval.ms``)."""
+        return int(self.options.get("offset.commit.interval.ms", "60000")) / 1000
 
     def argv(self) -> list[str]:
         """Write the client configurations; the command line."""

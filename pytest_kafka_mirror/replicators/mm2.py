@@ -435,6 +435,15 @@ class MirrorMaker2(RunnerReplicator):
             )
         return derived
 
+    @property
+    def commit_interval_s(self) -> float:
+        """How often the copying herder commits its source offsets (``offset.flush.interval.ms``
+        of the target's worker; Connect's default 60 s): a stop that cannot commit repeats
+        at most what was copied since."""
+        p = self.properties
+        ms = p.get(f"{self.target_alias}.offset.flush.interval.ms", p.get("offset.flush.interval.ms", "60000"))
+        return int(ms) / 1000
+
     def status(self) -> str:
         """The connectors' and tasks' states from the status topic on the target (one
         line, see :func:`~.connect_status.describe_status_topic`); never raises."""

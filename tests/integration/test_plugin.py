@@ -140,7 +140,7 @@ def test_unknown_marker_argument_is_rejected(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
-    assert "unknown arguments ['drain_timout']; accepted keywords: drain_timeout, private, replicator_properties, settle, topic_timeout" in result.stdout.str()
+    assert "unknown arguments ['drain_timout']; accepted keywords: drain_timeout, private, release, replicator_properties, settle, topic_timeout" in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
 
 
@@ -154,3 +154,18 @@ def test_a_scenario_runs_as_a_user_would(pytester: pytest.Pytester, tagged_env: 
     data = json.loads(reports[0].read_text())
     assert data["expected"] == 1200 and data["lost"] == 0 and data["unseen"] == 0
     assert processes_tagged(tagged_env) == []
+
+
+def test_a_release_the_marker_does_not_know_is_rejected(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.kafka_mirror(release="older")
+        def test_x(): pass
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(errors=1)
+    assert "@pytest.mark.kafka_mirror(release='older'): accepted: 'current', 'previous'" in result.stdout.str()
+    assert "Traceback" not in result.stdout.str()

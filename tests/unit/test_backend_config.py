@@ -397,3 +397,14 @@ def test_readme_command_recipes_are_valid_templates() -> None:
         cmd = render_command(parse_replicator_spec(recipe).arg, values)
         words = shlex.split(cmd)
         assert "'^km-.*'" in cmd and "/w/c.properties" in words
+
+
+def test_upgrade_from_names_the_release_the_upgrade_scenarios_start_on(tmp_path: Path) -> None:
+    def resolve(cli=None, ini=None, env=None):  # type: ignore[no-untyped-def]
+        return resolve_settings(cli or {}, lambda k: (ini or {}).get(k), env or {}, rootdir=tmp_path)
+
+    assert resolve().upgrade_from is None  # the replicator itself
+    assert resolve(env={"KAFKA_MIRROR_UPGRADE_FROM": "mm2:4.2.0"}).upgrade_from == ReplicatorSpec("mm2", "4.2.0")
+    assert resolve(ini={"kafka_mirror_upgrade_from": "mm1:3.9.1"}).upgrade_from == ReplicatorSpec("mm1", "3.9.1")
+    with pytest.raises(SettingsError, match=r"env KAFKA_MIRROR_UPGRADE_FROM: .*'4.2' is not an Apache Kafka release"):
+        resolve(env={"KAFKA_MIRROR_UPGRADE_FROM": "mm2:4.2"})

@@ -256,3 +256,22 @@ def test_a_trace_is_quoted_with_its_root_cause() -> None:
     assert cs.failed([s, ConnectStatus("C", 2, "RUNNING")]) == [s]
     old = ConnectStatus("MirrorSourceConnector", 3, "FAILED", trace=trace, written_ms=1_000)
     assert cs.failed([old, s], since_ms=500) == [old] and cs.failed([old], since_ms=2_000) == []
+
+
+def test_a_replacement_takes_over_the_state_of_the_one_it_replaces(tmp_path: Path) -> None:
+    """An in-place upgrade (MirrorEnv.switch_replicator): the new release gets the old one's
+    instance, so its properties name the same Connect group and internal topics."""
+    from pytest_kafka_mirror.replicators import ReplicatorOptions, make_replicator
+
+    from tests.kafka import fake_release
+
+    old = _mm2(tmp_path / "old")
+    opts = ReplicatorOptions(topic_prefix="km-gw0", instance=old.instance)
+    home = fake_release(tmp_path / "release", version="4.2.0")  # another release, no Maven needed
+    new = make_replicator(f"mm2:{home}", _cluster(1), _cluster(2), tmp_path / "new", opts)  # type: ignore[arg-type]
+    assert new.instance == old.instance
+    keys = ("target.group.id", "target.status.storage.topic", "target.offset.storage.topic",
+            "target.config.storage.topic")
+    assert {k: new.properties[k] for k in keys} == {k: old.properties[k] for k in keys}
+    assert old.commit_interval_s == 5.0  # the target herder's offset.flush.interval.ms, rendered
+    assert _mm2(tmp_path / "c", overrides=(("target.offset.flush.interval.ms", "2500"),)).commit_interval_s == 2.5

@@ -89,6 +89,8 @@ class ReferenceReplicator:
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
         self.heartbeat_emitter = f"reference-mirror-{uuid.uuid4().hex[:12]}"
+        #: how often it writes its committed positions (process.py's --commit-interval)
+        self.commit_interval_s = 1.0
 
     # -- fault knobs -------------------------------------------------------------------
 
