@@ -34,7 +34,7 @@ from .produce.producer import CountsCallback, MirrorProducer, TopicLanes
 from .rundir import REPORT_FILE, SOURCE_DIR, Manifest, write_readiness
 
 if TYPE_CHECKING:
-    from .capture.witness import Witness, WitnessMonitor
+    from .capture.witness import Witness, WitnessLog, WitnessMonitor
     from .faults.schedule import Marker, Scheduled
     from .replicators._checkpoints import CheckpointSettings
     from .replicators._readiness import TopicReadiness
@@ -325,6 +325,12 @@ class MirrorRun:
             self._background.append((thread, errors))
         return thread
 
+    def witness_logs(self) -> list[WitnessLog]:
+        """The witness groups' logs (what each consumed and committed on the source), once
+        their remaining ``"end"`` commits are made: for a scenario that works with those
+        groups before the verification (``finish()`` waits for them too)."""
+        return [log for monitor in self.witnesses for log in monitor.finish()]
+
     def record_figure(self, name: str, value: float | None, note: str = "") -> None:
         """Keep a figure the scenario measured itself (``scenario.json`` of the run
         directory): the verification's report, summary, stored run and comparison carry
@@ -336,6 +342,9 @@ class MirrorRun:
 
         if name not in SCENARIO_FIGURES:
             raise ValueError(f"record_figure: {name!r} is not a scenario figure; known: {', '.join(SCENARIO_FIGURES)}")
+        if self.report is not None:
+            raise RuntimeError(f"record_figure({name!r}) after the run was verified: its report, summary row and "
+                               "stored result are made then; record it before mirror_verifier(run)")
         if value is not None:
             value = round(float(value), 3) if FIGURES[name].unit == "s" else int(value)
         with self._lock:

@@ -178,6 +178,7 @@ def _startup(opts: ReplicatorOptions, default: float) -> float:
 
 
 def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, opts: ReplicatorOptions) -> Replicator:
+    from .mm2 import is_tansu
     from .reference import ReferenceReplicator
 
     return ReferenceReplicator(
@@ -190,7 +191,9 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         warmup_topic=opts.warmup_topic,
         faults=spec.faults,
         behaviour=spec.behaviour,
-        properties=opts.properties,
+        # as for MM2 (mm2.render_mm2_properties): Tansu reports every topic config as a
+        # default, so the topic-config sync takes the source's reported configs
+        properties=((("use.defaults.from", "source"),) if is_tansu(source) else ()) + tuple(opts.properties),
     )
 
 

@@ -154,6 +154,9 @@ class LegacyMirrorMaker(RunnerReplicator):
 
     #: the failover checks skip with this reason (no offset syncs, no checkpoints)
     no_translation = NO_TRANSLATION
+    #: why the topic-config sync scenario skips it
+    no_config_sync = ("the legacy MirrorMaker (mm1) copies records only: it creates no remote topics and "
+                      "copies no topic configs")
 
     def __init__(
         self,

@@ -329,3 +329,12 @@ def test_a_run_keeps_the_figures_its_scenario_measured(tmp_path) -> None:
     }
     with pytest.raises(ValueError, match="'latency_p99' is not a scenario figure; known: upgrade_resume_s"):
         run.record_figure("latency_p99", 3.0)
+
+
+def test_a_figure_recorded_after_the_verification_is_refused(tmp_path) -> None:
+    from pytest_kafka_mirror.run import MirrorRun
+
+    run = MirrorRun(tmp_path, "127.0.0.1:1", "127.0.0.1:2", {"t": "source.t"}, partitions={"t": 1})
+    run.report = sample_report()  # what verify() sets
+    with pytest.raises(RuntimeError, match=r"record_figure\('group_sync_s'\) after the run was verified"):
+        run.record_figure("group_sync_s", 1.0)

@@ -59,7 +59,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     """Source consumer (assign only), target producer, source and target admin clients."""
     from confluent_kafka import Consumer, Producer
-    from confluent_kafka.admin import AdminClient
 
     from ..._kafkalog import with_logger
 
@@ -86,25 +85,36 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         # them; a mirror must pass on whatever the source accepted.
         "message.max.bytes": 16 * 1024 * 1024,
     }))
-    src_admin = AdminClient(with_logger({"bootstrap.servers": args.source}))
-    return consumer, producer, src_admin, AdminClient(with_logger({"bootstrap.servers": args.target}))
+    return consumer, producer, _admin(args.source), _admin(args.target)
 
 
-def _settings(path: Path | None) -> Any:
-    """MM2-style consumer-group settings; None after logging an unreadable file."""
+def _admin(bootstrap: str) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    from ..._kafkalog import with_logger
+
+    return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
+
+
+def _settings(path: Path | None) -> tuple[Any, Any] | None:
+    """MM2-style consumer-group and topic-config settings; None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
     from ..mm2 import parse_properties
+    from .configs import ConfigSyncSettings
 
     if path is None:
-        return REFERENCE_DEFAULTS
+        return REFERENCE_DEFAULTS, ConfigSyncSettings()
     try:
-        settings, ignored = REFERENCE_DEFAULTS.with_properties(parse_properties(path.read_text()))
+        props = parse_properties(path.read_text())
+        settings, ignored = REFERENCE_DEFAULTS.with_properties(props)
+        configs = ConfigSyncSettings.from_properties(props)
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
         return None
+    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS]
     if ignored:
         _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
-    return settings
+    return settings, configs
 
 
 def _wait(seconds: float, loop: Any) -> None:
@@ -121,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     from ..._kafkalog import log_to
 
     log_to(sys.stdout, "reference-mirror")  # librdkafka's messages into the log file, deduplicated
-    settings = _settings(args.properties)
-    if settings is None:
+    both = _settings(args.properties)
+    if both is None:
         return 2
+    settings, config_settings = both
     from ...capture.gaps import GapGuard
     from .behaviour import Behaviour
+    from .configs import ConfigSync
     from .control import FaultControl
     from .discovery import Discovery
     from .groups import GroupSync
@@ -170,11 +182,15 @@ def main(argv: list[str] | None = None) -> int:
                  knob_view=lambda: control.view)
     _warm_up(args, producer, dst_admin)
     groups.start()
+    configs = ConfigSync(config_settings, src_admin=_admin(args.source), dst_admin=_admin(args.target),
+                         topics=lambda: {t: args.prefix + t for t in list(discovery.assigned)}, log=_log)
+    configs.start()
     if args.ready_file:
         args.ready_file.write_text(str(os.getpid()))
     _log(f"ready: {args.source} -> {args.target}, topics /{args.topics}/, prefix {args.prefix!r}"
          + (f"; behaves like a replicator: {behaviour}" if behaviour != Behaviour() else ""))
     loop.run()
+    configs.stop()
     left = loop.finish()
     _log(f"stopped: copied {loop.copied} records, {stats.errors} delivery errors, {left} unflushed")
     return 0

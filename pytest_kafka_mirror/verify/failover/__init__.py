@@ -66,8 +66,8 @@ from __future__ import annotations
 from .check import check_failover, evaluate
 from .report import FailoverEntry, FailoverReport
 from .syncs import SYNC_READ_LAG_S, SeenSync, SyncEvidence, SyncHistory, read_offset_syncs
-from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetState
+from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetReader, TargetState
 
 __all__ = ["FAILOVER_FILE", "RESETS", "SYNC_READ_LAG_S", "FailoverEntry", "FailoverError", "FailoverReport",
-           "SeenCheckpoint", "SeenSync", "SyncEvidence", "SyncHistory", "TargetState",
+           "SeenCheckpoint", "SeenSync", "SyncEvidence", "SyncHistory", "TargetReader", "TargetState",
            "check_failover", "evaluate", "read_offset_syncs"]

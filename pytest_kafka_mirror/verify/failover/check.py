@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from .captured import _load_capture, _Partition
 from .report import FailoverEntry, FailoverReport, _add_sync_evidence
 from .syncs import SYNC_READ_LAG_S, SeenSync, SyncHistory, _offset_syncs
-from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetState, _TargetReader
+from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetState, TargetReader
 
 
 def _latest_commits(log: WitnessLog) -> dict[tuple[str, int], list[tuple[float, int]]]:
@@ -64,7 +64,7 @@ def _converged(logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Part
     return True
 
 
-def _await_translations(reader: _TargetReader, logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Partition],
+def _await_translations(reader: TargetReader, logs: Sequence[WitnessLog], parts: Mapping[tuple[str, int], _Partition],
                         settings: CheckpointSettings, rename: Mapping[str, str], wait: float) -> TargetState:
     """Read the target until every witnessed commit is translated, at most ``wait`` seconds."""
     t0 = time.monotonic()
@@ -120,7 +120,7 @@ def check_failover(
         wait = (2 * settings.checkpoints_interval + settings.flush_interval + 5.0
                 + (settings.sync_interval if settings.sync_group_offsets else 0.0))
     t0 = time.monotonic()
-    state = _await_translations(_TargetReader(target_bootstrap, settings, [log.group for log in logs], emitter),
+    state = _await_translations(TargetReader(target_bootstrap, settings, [log.group for log in logs], emitter),
                                 logs, parts, settings, rename, wait)
     sync_note = None
     if settings.emit_checkpoints:

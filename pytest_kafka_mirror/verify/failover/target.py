@@ -47,9 +47,10 @@ class TargetState:
     syncs_note: str = "the offset syncs were not read"
 
 
-class _TargetReader:
+class TargetReader:
     """Reads the checkpoints topic, the replicated heartbeats and the groups' committed
-    offsets from the target, incrementally (the wait for convergence polls it)."""
+    offsets from the target, incrementally (the wait for convergence polls it; the group
+    sync scenario watches a group's offsets with it)."""
 
     def __init__(self, bootstrap: str, settings: CheckpointSettings, groups: Sequence[str], emitter: str | None) -> None:
         from confluent_kafka import Consumer
@@ -126,11 +127,12 @@ class _TargetReader:
             if all(self.eof.values()) and time.monotonic() - quiet_since >= 0.2:
                 break
         if self.settings.emit_checkpoints and self.settings.sync_group_offsets:
-            self.state.synced = {g: self._committed(g) for g in self.groups}
+            self.state.synced = {g: self.committed(g) for g in self.groups}
         self.state.read_at = time.time()
         return self.state
 
-    def _committed(self, group: str) -> dict[tuple[str, int], int]:
+    def committed(self, group: str) -> dict[tuple[str, int], int]:
+        """``group``'s committed offsets on the target now (partitions without one left out)."""
         from confluent_kafka import ConsumerGroupTopicPartitions
 
         futures = self.admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=10)

@@ -1,0 +1,126 @@
+"""Consumer-group offset sync on the target (``sync.group.offsets.enabled``).
+
+MirrorMaker 2 (2.7+) can commit the translated offsets of a source group to the same group
+on the target, so consumers started there resume without translating anything themselves.
+It does so only for a group with no active member on the target: it must never move the
+offsets of consumers that are running there.
+
+What it expects (MM2 with group sync on, its checkpoints and sync every 5 s as the plugin
+renders them; MM2's defaults are 60 s each):
+
+* an **idle** group (it committed at the end of the run on the source, nobody consumes it
+  on the target) is moved to its translated offsets: the figure ``group_sync_s`` is the
+  time from its commit on the source until its offsets on the target cover every
+  partition, and failing over through those offsets skips nothing (``mirror_failover``
+  checks the synced offsets as well as the checkpoints);
+* an **active** group (a consumer on the target subscribed to the remote topic, not
+  committing; then its source group commits the idle group's offsets) keeps no committed
+  offset on the target for SETTLE_S, more than two sync intervals, although the replicator
+  checkpointed it.
+
+Why: a consumer-group sync that silently stopped working across an upgrade (reported
+against 3.6 / 3.7 behind a Connect deployment) turns a failover into a replay from
+``auto.offset.reset``; a sync that moves an active group makes running consumers skip
+or re-read.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from pytest_kafka_mirror import witness
+from pytest_kafka_mirror.verify.failover import TargetReader
+
+RATE = 200
+SYNC = {"sync.group.offsets.enabled": "true"}
+SYNC_TIMEOUT_S = 60
+SETTLE_S = 12  # after the idle group moved: more than two sync intervals for the active one
+
+
+class _ActiveMember:
+    """A consumer of ``group`` on the target, polling (never committing) until closed."""
+
+    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                                  "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
+        self.consumer.subscribe([topic])
+        self.stop = threading.Event()
+        deadline = time.monotonic() + 30
+        while not self.consumer.assignment():
+            if time.monotonic() > deadline:
+                pytest.fail(f"the active member of {group} got no partitions of {topic} on the target in 30 s")
+            self.consumer.poll(0.1)
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            self.consumer.poll(0.2)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(5)
+        self.consumer.close()
+
+
+def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+    finally:
+        c.close()
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_producer, mirror_verifier,
+                                           mirror_failover):
+    rep = mirror_env.replicator
+    settings = getattr(rep, "checkpoints", None)
+    if settings is None or not settings.sync_group_offsets:
+        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    [topic] = mirror_topics(1, partitions=3)
+    remote = rep.target_topic(topic)
+    run = mirror_producer([topic], rate=RATE, duration=6, witnesses=[witness("idle")])  # commits at the end
+    [idle] = run.witness_logs()
+    end = idle.commits[-1]
+    offsets = {(topic, int(p)): o for p, o in end["offsets"][topic].items()}
+    active_group = f"{idle.group}-active"
+    reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [idle.group, active_group],
+                          getattr(rep, "heartbeat_emitter", None))
+    try:
+        synced_at = _await_sync(reader, idle.group, remote, len(offsets))
+        run.record_figure("group_sync_s", None if synced_at is None else synced_at - end["time_us"] / 1e6,
+                          f"{idle.group}: commit on the source -> committed on every partition of {remote}")
+        assert synced_at is not None, f"the idle group {idle.group} was not synced to the target in {SYNC_TIMEOUT_S} s"
+        member = _ActiveMember(mirror_env.target.bootstrap_servers, active_group, remote)
+        try:
+            _commit_on_source(mirror_env.source.bootstrap_servers, active_group, offsets)
+            time.sleep(SETTLE_S)
+            state = reader.read()
+            moved = reader.committed(active_group)
+        finally:
+            member.close()
+    finally:
+        reader.close()
+    checkpointed = {c.partition for c in state.checkpoints if c.group == active_group}
+    assert checkpointed, f"no checkpoint of {active_group} was written: the active group's check proves nothing"
+    assert not moved, f"the replicator moved the offsets of {active_group}, which has an active member: {moved}"
+    mirror_verifier(run).assert_ok()
+    mirror_failover(run).assert_ok()  # the idle group's synced offsets and checkpoints skip nothing
+
+
+def _await_sync(reader: TargetReader, group: str, remote: str, partitions: int) -> float | None:
+    """When ``group`` had a committed offset on every partition of ``remote`` (epoch s)."""
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if len([tp for tp in reader.committed(group) if tp[0] == remote]) >= partitions:
+            return time.time()
+        time.sleep(0.5)
+    return None

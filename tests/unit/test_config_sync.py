@@ -1,0 +1,41 @@
+"""The reference mirror's topic-config sync settings: MM2's property names and filter."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_kafka_mirror.replicators.reference.configs import EXCLUDE_DEFAULT, ConfigSyncSettings
+
+DYNAMIC, DEFAULT = 1, 5  # ConfigSource.DYNAMIC_TOPIC_CONFIG, DEFAULT_CONFIG
+
+
+def test_mm2_defaults_and_properties() -> None:
+    assert ConfigSyncSettings() == ConfigSyncSettings(True, 600.0, EXCLUDE_DEFAULT, "target")
+    s = ConfigSyncSettings.from_properties({
+        "sync.topic.configs.interval.seconds": "2", "source->target.sync.topic.configs.enabled": "false",
+        "sync.topic.configs.enabled": "true", "config.properties.exclude": "retention\\..*, cleanup\\.policy",
+        "use.defaults.from": "source", "tasks.max": "4",
+    })
+    assert s == ConfigSyncSettings(False, 2.0, ("retention\\..*", "cleanup\\.policy"), "source")  # FLOW.KEY wins
+
+
+@pytest.mark.parametrize("props,message", [
+    ({"sync.topic.configs.enabled": "yes"}, "sync.topic.configs.enabled='yes': true or false"),
+    ({"sync.topic.configs.interval.seconds": "0"}, r"sync.topic.configs.interval.seconds='0': seconds > 0"),
+    ({"sync.topic.configs.interval.seconds": "soon"}, "seconds > 0"),
+    ({"use.defaults.from": "both"}, "use.defaults.from='both': source or target"),
+])
+def test_bad_properties_name_the_property(props: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ConfigSyncSettings.from_properties(props)
+
+
+def test_what_is_copied() -> None:
+    s = ConfigSyncSettings()
+    assert s.copies("retention.ms", DYNAMIC)
+    assert not s.copies("retention.ms", DEFAULT)  # use.defaults.from=target: the target's default stays
+    for kept_back in ("min.insync.replicas", "unclean.leader.election.enable", "message.timestamp.type",
+                      "leader.replication.throttled.replicas"):
+        assert not s.copies(kept_back, DYNAMIC), kept_back
+    from_source = ConfigSyncSettings.from_properties({"use.defaults.from": "source"})
+    assert from_source.copies("retention.ms", DEFAULT) and not from_source.copies("min.insync.replicas", DEFAULT)
