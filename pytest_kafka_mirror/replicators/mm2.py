@@ -43,6 +43,7 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
 from ._runner import RunnerReplicator
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 __all__ = [
     "STARTUP_TIMEOUT",
     "MirrorMaker2",
+    "exactly_once",
     "format_properties",
     "herder_topic",
     "mm2_container_script",
@@ -238,7 +240,21 @@ def render_mm2_properties(
         props[f"{flow}.use.defaults.from"] = "source"
     for key, value in overrides:
         props[key] = value
+    if exactly_once(props):
+        # A worker with exactly-once source support fences its tasks' producers through the
+        # leader's REST API: dedicated MM2 has it only with its internal REST server (KIP-710),
+        # one listener per herder (each cluster that is some flow's target).
+        props.setdefault("dedicated.mode.enable.internal.rest", "true")
+        for alias in (a, b):
+            props.setdefault(f"{alias}.listeners", f"http://127.0.0.1:{free_port()}")
     return props
+
+
+def exactly_once(props: dict[str, str]) -> bool:
+    """Whether these MM2 properties ask for exactly-once source support (Kafka 3.5+),
+    top-level or for a cluster (``exactly.once.source.support=enabled``)."""
+    key = "exactly.once.source.support"
+    return any((k == key or k.endswith("." + key)) and v.strip().lower() == "enabled" for k, v in props.items())
 
 
 def _escape(text: str, *, key: bool) -> str:

@@ -275,3 +275,17 @@ def test_a_replacement_takes_over_the_state_of_the_one_it_replaces(tmp_path: Pat
     assert {k: new.properties[k] for k in keys} == {k: old.properties[k] for k in keys}
     assert old.commit_interval_s == 5.0  # the target herder's offset.flush.interval.ms, rendered
     assert _mm2(tmp_path / "c", overrides=(("target.offset.flush.interval.ms", "2500"),)).commit_interval_s == 2.5
+
+
+def test_exactly_once_renders_the_internal_rest_server_it_needs() -> None:
+    import re
+
+    plain = _render()
+    assert "dedicated.mode.enable.internal.rest" not in plain and "target.listeners" not in plain
+    eos = _render(overrides=[("target.exactly.once.source.support", "enabled")])
+    assert eos["dedicated.mode.enable.internal.rest"] == "true"
+    ports = {alias: re.fullmatch(r"http://127\.0\.0\.1:(\d+)", eos[f"{alias}.listeners"]) for alias in ("source", "target")}
+    assert all(ports.values()) and ports["source"][1] != ports["target"][1]  # a free port per herder
+    mine = _render(overrides=[("exactly.once.source.support", "enabled"), ("target.listeners", "http://127.0.0.1:8083")])
+    assert mine["target.listeners"] == "http://127.0.0.1:8083"  # the user's own wins
+    assert _render(overrides=[("target.exactly.once.source.support", "disabled")]).get("target.listeners") is None
