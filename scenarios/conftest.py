@@ -11,3 +11,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "upgrade_gate: the selection `kafka-mirror gate OLD NEW -- scenarios -m upgrade_gate` runs before a "
         "replicator upgrade (steady state, a restart, a failover): see the README's upgrade gate",
     )
+    config.addinivalue_line(
+        "markers",
+        "nightly: slower variants (a control run, the rollback direction) that CI runs on real Kafka + MM2 in "
+        "a nightly selection (`-m nightly`), not on every commit; the embedded default runs them always",
+    )

@@ -35,7 +35,7 @@ EOS = {"target.exactly.once.source.support": "enabled"}
 
 @pytest.mark.parametrize("mode", [
     pytest.param("exactly_once", marks=pytest.mark.kafka_mirror(replicator_properties=EOS)),
-    pytest.param("at_least_once"),
+    pytest.param("at_least_once", marks=pytest.mark.nightly),  # the control: 160 s on real Kafka + MM2
 ])
 def test_exactly_once_across_a_crash(mode, mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     rep = mirror_faults.replicator

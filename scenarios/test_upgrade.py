@@ -66,7 +66,7 @@ def _duration(rep) -> float:
 @pytest.mark.kafka_mirror(replicator_properties=SYNC)
 @pytest.mark.parametrize("direction", [
     pytest.param("upgrade", marks=pytest.mark.kafka_mirror(release="previous")),
-    pytest.param("rollback", marks=pytest.mark.kafka_mirror(release="current")),
+    pytest.param("rollback", marks=[pytest.mark.kafka_mirror(release="current"), pytest.mark.nightly]),
 ])
 def test_in_place_upgrade_mid_stream(direction, releases, mirror_env, mirror_topics, mirror_producer,
                                      mirror_verifier, mirror_failover):
