@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import base64
+import random
 import socket
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from ..processes.managed import tcp_reachable  # re-exported: the backends' readiness probe
@@ -121,8 +123,38 @@ class Cluster(Protocol):
         self.capabilities().require(*names)
 
 
+#: Where free_port() looks, below the kernel's ephemeral range (read at first use).
+_PORT_FLOOR = 20000
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    """A free loopback TCP port (bound to port 0 by the kernel, then released)."""
+    """A free loopback TCP port for a process that binds it later (a broker that must
+    advertise it before it listens, a link in front of it).
+
+    Chosen at random below the kernel's ephemeral range and checked by binding it: a port
+    the kernel hands out itself (port 0, or the source port of any outgoing connection)
+    is never one of these, so nothing but another such choice can take it before its
+    owner binds it (with ports from the ephemeral range, a client connection of another
+    process took a link's port in between: "address already in use").  Falls back to a
+    kernel-chosen port when the range below is unusable.
+    """
+    top = _ephemeral_floor()
+    if top - _PORT_FLOOR >= 1000:
+        for _ in range(50):
+            port = random.randrange(_PORT_FLOOR, top)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -408,3 +408,19 @@ def test_upgrade_from_names_the_release_the_upgrade_scenarios_start_on(tmp_path:
     assert resolve(ini={"kafka_mirror_upgrade_from": "mm1:3.9.1"}).upgrade_from == ReplicatorSpec("mm1", "3.9.1")
     with pytest.raises(SettingsError, match=r"env KAFKA_MIRROR_UPGRADE_FROM: .*'4.2' is not an Apache Kafka release"):
         resolve(env={"KAFKA_MIRROR_UPGRADE_FROM": "mm2:4.2"})
+
+
+def test_free_ports_are_never_ones_the_kernel_hands_out_itself() -> None:
+    """A port chosen ahead of its bind (a broker's advertised port, a link's) lies below
+    the ephemeral range, where no outgoing connection's source port can take it first."""
+    import socket
+
+    from pytest_kafka_mirror.clusters.base import _ephemeral_floor, free_port
+
+    floor = _ephemeral_floor()
+    ports = {free_port() for _ in range(20)}
+    assert all(20000 <= p < floor for p in ports), (sorted(ports), floor)
+    assert len(ports) > 1  # at random, not one port over and over
+    for p in ports:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", p))  # still free

@@ -108,16 +108,23 @@ class ConfigSync:
             except Exception as exc:  # a broker that does not answer now may next time
                 self.log(f"topic config sync failed: {type(exc).__name__}: {exc}")
 
+    def wanted(self, source_topic: str) -> dict[str, str]:
+        """The configs of ``source_topic`` its remote topic gets (also when it is created,
+        as MM2's ``createNewTopics`` does, whether the periodic sync is on or not)."""
+        from confluent_kafka.admin import ConfigResource
+
+        resource = ConfigResource(ConfigResource.Type.TOPIC, source_topic)
+        entries = self.src_admin.describe_configs([resource])[resource].result(timeout=15)
+        return {name: e.value for name, e in entries.items()
+                if e.value is not None and self.settings.copies(name, int(e.source))}
+
     def sync_once(self) -> int:
         """One round over every mirrored topic; returns how many remote topics changed."""
         from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
         changed = 0
         for source_topic, remote in dict(self.topics()).items():
-            resource = ConfigResource(ConfigResource.Type.TOPIC, source_topic)
-            entries = self.src_admin.describe_configs([resource])[resource].result(timeout=15)
-            wanted = {name: e.value for name, e in entries.items()
-                      if e.value is not None and self.settings.copies(name, int(e.source))}
+            wanted = self.wanted(source_topic)
             if not wanted or self.synced.get(remote) == wanted:
                 continue
             alter = ConfigResource(ConfigResource.Type.TOPIC, remote, incremental_configs=[

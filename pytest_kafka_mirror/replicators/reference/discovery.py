@@ -2,9 +2,11 @@
 
 The mirror polls the source's metadata every ``discovery_interval`` seconds (no consumer
 group: Tansu's group join is slow, and a mirror does not need one), creates each new
-matching topic on the target with the same partition count, and assigns its partitions
-from their committed positions (a restart), else from offset 0.  Added partitions of a
-known topic are assigned the same way.
+matching topic on the target with the same partition count and the source topic's configs
+(those MM2 copies: ``configs.py``; a 4 MB ``max.message.bytes`` must hold on the target
+too), and assigns its partitions from their committed positions (a restart), else from
+offset 0.  Added partitions of a known topic grow the target topic and are assigned the
+same way.
 
 The :class:`~.behaviour.Behaviour` knobs make it discover like a real replicator: a topic
 found after the first scan is assigned ``discovery_delay`` seconds after its target topic
@@ -21,16 +23,33 @@ from typing import Any
 
 from .behaviour import Behaviour
 
-__all__ = ["Discovery", "create_topic"]
+__all__ = ["Discovery", "create_topic", "grow_topic"]
 
 
-def create_topic(admin: Any, name: str, partitions: int) -> bool:
+def grow_topic(admin: Any, name: str, partitions: int) -> bool:
+    """Give ``name`` ``partitions`` partitions (as MM2 grows a remote topic after its source
+    grew); False when it already had them."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import NewPartitions
+
+    fs = admin.create_partitions([NewPartitions(name, partitions)], operation_timeout=10)
+    try:
+        fs[name].result(timeout=15)
+        return True
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:
+            raise
+        return False
+
+
+def create_topic(admin: Any, name: str, partitions: int, config: dict[str, str] | None = None) -> bool:
     """Create ``name`` with the broker's default replication factor (-1: a multi-broker
-    target replicates it, and its ``min.insync.replicas`` can be met); False when it already existed."""
+    target replicates it, and its ``min.insync.replicas`` can be met) and ``config``; False
+    when it already existed."""
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import NewTopic
 
-    fs = admin.create_topics([NewTopic(name, partitions, -1)], operation_timeout=10)
+    fs = admin.create_topics([NewTopic(name, partitions, -1, config=config or {})], operation_timeout=10)
     try:
         fs[name].result(timeout=15)
         return True
@@ -45,7 +64,8 @@ class Discovery:
 
     def __init__(self, *, consumer: Any, gaps: Any, src_admin: Any, dst_admin: Any, topics: str, prefix: str,
                  internal: Callable[[str], bool], start_offset: Callable[[str, int], int],
-                 on_partitions: Callable[[str, int], None], behaviour: Behaviour, log: Callable[[str], None]) -> None:
+                 on_partitions: Callable[[str, int], None], behaviour: Behaviour, log: Callable[[str], None],
+                 topic_config: Callable[[str], dict[str, str]] = lambda topic: {}) -> None:
         self.consumer = consumer
         self.gaps = gaps
         self.src_admin = src_admin
@@ -57,6 +77,7 @@ class Discovery:
         self.on_partitions = on_partitions
         self.behaviour = behaviour
         self.log = log
+        self.topic_config = topic_config
         self.assigned: dict[str, int] = {}
         #: (when, partitions): assignments waiting for their discovery delay
         self.pending: list[tuple[float, list[Any]]] = []
@@ -86,8 +107,12 @@ class Discovery:
             target = self.prefix + name
             if have == 0:
                 found.append(name)
-                if create_topic(self.dst_admin, target, n):
-                    self.log(f"created target topic {target} with {n} partitions")
+                config = self.topic_config(name)
+                if create_topic(self.dst_admin, target, n, config):
+                    self.log(f"created target topic {target} with {n} partitions"
+                             + (f" and {', '.join(f'{k}={v}' for k, v in sorted(config.items()))}" if config else ""))
+            elif grow_topic(self.dst_admin, target, n):
+                self.log(f"grew target topic {target} to {n} partitions")
             new += [TopicPartition(name, p, self.start_offset(name, p)) for p in range(have, n)]
             self.assigned[name] = n
             self.on_partitions(name, n)

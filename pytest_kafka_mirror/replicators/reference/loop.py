@@ -23,6 +23,8 @@ __all__ = ["CopyLoop"]
 
 STATUS_EVERY = 5.0
 CONTROL_EVERY = 0.05
+#: how long a produce waits for the producer to learn of a grown target partition
+PARTITION_WAIT_S = 30.0
 
 
 class CopyLoop:
@@ -47,6 +49,8 @@ class CopyLoop:
 
     def send(self, rec: MirrorRecord) -> None:
         """Produce a record that went through fault stages (not committed)."""
+        from confluent_kafka import KafkaException
+
         while True:
             try:
                 self.producer.produce(self.prefix + rec.topic, rec.value, rec.key, partition=rec.partition,
@@ -54,10 +58,28 @@ class CopyLoop:
                 return
             except BufferError:
                 self.producer.poll(0.05)
+            except KafkaException as exc:
+                self._await_partition((self.prefix + rec.topic, rec.partition), exc)
+
+    def _await_partition(self, tp: tuple[str, int], exc: Exception) -> None:
+        """A partition the producer does not know yet (a target topic that just grew): ask
+        for the topic's metadata until it is there (librdkafka refreshes it only every few
+        minutes by itself); any other error, or PARTITION_WAIT_S without it, is raised."""
+        from confluent_kafka import KafkaError
+
+        if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
+            raise exc
+        deadline = time.monotonic() + PARTITION_WAIT_S
+        while time.monotonic() < deadline:
+            topic = self.producer.list_topics(tp[0], timeout=5).topics.get(tp[0])
+            if topic is not None and tp[1] in topic.partitions:
+                return
+            time.sleep(0.1)
+        raise exc
 
     def copy(self, msgs: list[Any], now: float) -> None:
         """One consumed batch.  The hot path: written out, with locals, as it runs per record."""
-        from confluent_kafka import KafkaError
+        from confluent_kafka import KafkaError, KafkaException
 
         produce, poll = self.producer.produce, self.producer.poll
         engines = self.control.engines
@@ -91,6 +113,8 @@ class CopyLoop:
                     break
                 except BufferError:
                     poll(0.05)
+                except KafkaException as exc:
+                    self._await_partition(target_tp, exc)
             sent(target_tp, m.offset())
 
     def run(self) -> None:

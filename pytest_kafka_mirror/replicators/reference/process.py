@@ -88,6 +88,15 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
     return consumer, producer, _admin(args.source), _admin(args.target)
 
 
+def _configs_of(configs: Any, topic: str) -> dict[str, str]:
+    """The configs a new remote topic gets; none (after a log line) when the source does not tell."""
+    try:
+        return configs.wanted(topic)  # type: ignore[no-any-return]
+    except Exception as exc:
+        _log(f"configs of {topic} unknown, its target topic gets the broker's defaults: {type(exc).__name__}: {exc}")
+        return {}
+
+
 def _admin(bootstrap: str) -> Any:
     from confluent_kafka.admin import AdminClient
 
@@ -162,9 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     positions = Positions(args.offsets, args.prefix, stats, _log, track=groups.track, save_with=groups.save)
     loop: CopyLoop
     control = FaultControl(args.faults, args.ledger, lambda rec: loop.send(rec), _log)
+    configs = ConfigSync(config_settings, src_admin=_admin(args.source), dst_admin=_admin(args.target),
+                         topics=lambda: {t: args.prefix + t for t in list(discovery.assigned)}, log=_log)
     discovery = Discovery(consumer=consumer, gaps=gaps, src_admin=src_admin, dst_admin=dst_admin, topics=args.topics,
                           prefix=args.prefix, internal=internal, start_offset=positions.start,
-                          on_partitions=control.set_engine, behaviour=behaviour, log=_log)
+                          on_partitions=control.set_engine, behaviour=behaviour, log=_log,
+                          topic_config=lambda topic: _configs_of(configs, topic))
     loop = CopyLoop(consumer=consumer, gaps=gaps, producer=producer, prefix=args.prefix, discovery=discovery,
                     control=control, positions=positions, groups=groups, stats=stats,
                     commit_interval=args.commit_interval, log=_log)
@@ -182,8 +194,6 @@ def main(argv: list[str] | None = None) -> int:
                  knob_view=lambda: control.view)
     _warm_up(args, producer, dst_admin)
     groups.start()
-    configs = ConfigSync(config_settings, src_admin=_admin(args.source), dst_admin=_admin(args.target),
-                         topics=lambda: {t: args.prefix + t for t in list(discovery.assigned)}, log=_log)
     configs.start()
     if args.ready_file:
         args.ready_file.write_text(str(os.getpid()))
