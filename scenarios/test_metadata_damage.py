@@ -116,7 +116,7 @@ def test_metadata_damage(mirror_env, mirror_topics, mirror_producer, mirror_veri
         assert report.damage == {"km.t": {"missing": sent, "altered": 0}}
         assert report.received == report.distinct == sent and report.damaged_unmatched == 0
         assert report.latency.untimed == sent and report.latency.count == 0
-        assert first.endswith("(km.t missing on %d), each still identified" % sent)
+        assert first.endswith(f"(km.t missing on {sent}), each still identified")
         report.assert_ok(allow_metadata_damage=True)
     elif damage == "headers-as-text":
         assert report.damaged_unmatched == sent and report.lost + report.unseen == sent

@@ -192,6 +192,16 @@ class SyntheticRun:
         return self.run_dir
 
 
+def built_and_verified(spark: Any, run_dir: Path, build: Callable[[Path], SyntheticRun],
+                       ) -> tuple[SyntheticRun, MirrorReport]:
+    """``build(run_dir)`` (a run directory's builder) and its verification by ``spark``:
+    what a module-scoped fixture of a verified synthetic run returns."""
+    from pytest_kafka_mirror.verify import verify_run
+
+    run = build(run_dir)
+    return run, verify_run(run.run_dir, spark=spark)
+
+
 def assert_same_report(got: MirrorReport, want: MirrorReport) -> None:
     """``got == want``, compared piece by piece so that a difference reads well."""
     __tracebackhide__ = True

@@ -802,11 +802,11 @@ class MirrorReport:
     def _check_damage(self) -> str | None:
         if self.metadata_damaged == 0:
             return None
-        lines = [
+        lines = [(
             f"metadata damaged: {_plural(self.metadata_damaged, 'record')} of ours arrived with metadata other than "
             f"the producer wrote ({self._damage_text()}): a transform, header converter or the replicator removed "
-            f"or rewrote it (assert_ok(allow_metadata_damage=True) tolerates it)",
-        ]
+            f"or rewrote it (assert_ok(allow_metadata_damage=True) tolerates it)"
+        )]
         if self.damaged_unmatched:
             lines.append(f"  {self.damaged_unmatched} of them lost their producer id, lane or sequence with it: they "
                          f"cannot be matched to a record sent, so the records they carry count as missing")

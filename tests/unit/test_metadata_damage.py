@@ -16,7 +16,7 @@ import pytest
 
 from pytest_kafka_mirror.verify import MirrorMismatchError, MirrorReport, verify_run
 from pytest_kafka_mirror.verify.oracle import oracle_report
-from tests.synthetic import SyntheticRun, assert_same_report
+from tests.synthetic import SyntheticRun, assert_same_report, built_and_verified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -40,8 +40,7 @@ def _build(run_dir: Path) -> SyntheticRun:
 
 @pytest.fixture(scope="module")
 def damaged(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[SyntheticRun, MirrorReport]:
-    run = _build(tmp_path_factory.mktemp("damaged"))
-    return run, verify_run(run.run_dir, spark=spark)
+    return built_and_verified(spark, tmp_path_factory.mktemp("damaged"), _build)
 
 
 def test_damaged_records_count_for_delivery_and_the_damage_is_exact(

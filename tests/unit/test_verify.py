@@ -34,7 +34,7 @@ from pytest_kafka_mirror.verify.connect import _local_cores
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
 from pytest_kafka_mirror.verify.session import SparkSessionConflictError
-from tests.synthetic import SyntheticRun, assert_same_report
+from tests.synthetic import SyntheticRun, assert_same_report, built_and_verified
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -83,8 +83,7 @@ def _build_zoo(run_dir: Path) -> SyntheticRun:
 
 @pytest.fixture(scope="module")
 def zoo(spark: SparkSession, tmp_path_factory: pytest.TempPathFactory) -> tuple[SyntheticRun, MirrorReport]:
-    run = _build_zoo(tmp_path_factory.mktemp("zoo"))
-    return run, verify_run(run.run_dir, spark=spark)
+    return built_and_verified(spark, tmp_path_factory.mktemp("zoo"), _build_zoo)
 
 
 def test_zoo_lanes_match_the_oracle(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
