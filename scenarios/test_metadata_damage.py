@@ -13,13 +13,21 @@ not "nothing arrived":
   says so, then the loss follows;
 * the key removed: the headers format still knows the lane (``km.l``), the body format
   does not (its lane is the key): damaged, and in the body format unmatched;
-* a header added (``InsertHeader``): harmless, the run passes.
+* a header added: harmless, the run passes.
 
 How the damage is made: on MirrorMaker 2 by the Connect transform or converter named in
 each case's ``replicator_properties`` (the test gets an MM2 of its own); on the reference
 mirror by the matching fault knob, whose ledger gives the exact count; other replicators
 skip, with the reason.  Where no Connect transform can do it with MM2's byte-array
-converters (removing a key), MM2 skips too.
+converters, MM2 skips too: removing a key, and adding a header (``InsertHeader`` writes a
+string header, which kills MM2 4.3.1's tasks: "Invalid schema type for
+ByteArrayConverter: STRING").
+
+Measured on Apache Kafka + MM2 4.3.1 (600 records per case): ``km.t`` dropped, headers
+format: received 600 of 600, metadata damaged 600 (km.t missing 600), untimed 600; body
+format: clean, p99 184 ms.  Headers as text (base64), headers format: metadata damaged 600,
+all unmatched (km.l, km.s, km.t altered on 600; km.p as base64 still reads as a producer
+id), unseen 600; body format: clean.
 """
 
 from __future__ import annotations
@@ -45,8 +53,12 @@ class Damage:
 
 
 def _transform(name: str, kind: str, **config: str) -> dict[str, str]:
-    props = {"transforms": name, f"transforms.{name}.type": f"org.apache.kafka.connect.transforms.{kind}"}
-    props.update({f"transforms.{name}.{key.replace('_', '.')}": value for key, value in config.items()})
+    """A Connect transform of the flow's connectors: MM2 passes ``FLOW.transforms.*`` to them
+    whole (a top-level ``transforms.NAME.type`` never reaches them: 4.3.1 rejects the config,
+    "Missing required configuration transforms.NAME.type")."""
+    flow = "source->target."
+    props = {f"{flow}transforms": name, f"{flow}transforms.{name}.type": f"org.apache.kafka.connect.transforms.{kind}"}
+    props.update({f"{flow}transforms.{name}.{key.replace('_', '.')}": value for key, value in config.items()})
     return props
 
 
@@ -56,14 +68,20 @@ DAMAGES = {
                               {"header.converter": "org.apache.kafka.connect.storage.SimpleHeaderConverter"}),
     "key-dropped": Damage({"drop_key": True}, "drop_key", None,
                           "no Connect transform removes a key under MM2's byte-array converters"),
-    "header-added": Damage({"add_header": "mirror.added"}, "add_header",
-                           _transform("add", "InsertHeader", header="mirror.added", value_literal="yes")),
+    # InsertHeader adds a string header, which MM2's ByteArrayConverter cannot write: 4.3.1
+    # kills every task ("Invalid schema type for ByteArrayConverter: STRING"); with another
+    # header converter every header is re-encoded (headers-as-text).
+    "header-added": Damage({"add_header": "mirror.added"}, "add_header", None,
+                           "InsertHeader's string header kills MM2's tasks under its ByteArrayConverter "
+                           "(Invalid schema type for ByteArrayConverter: STRING)"),
 }
 
 
 def _cases() -> list[Any]:
-    return [pytest.param(name, fmt, id=f"{name}-{fmt}", marks=pytest.mark.kafka_mirror(
-        replicator_properties=damage.mm2 or {})) for name, damage in DAMAGES.items() for fmt in ("headers", "body")]
+    """One case per damage and format; those MM2 can do get an MM2 of their own."""
+    return [pytest.param(name, fmt, id=f"{name}-{fmt}",
+                         marks=[pytest.mark.kafka_mirror(replicator_properties=damage.mm2)] if damage.mm2 else [])
+            for name, damage in DAMAGES.items() for fmt in ("headers", "body")]
 
 
 def _inject(mirror_env: Any, topics: list[str], damage: Damage) -> str:
