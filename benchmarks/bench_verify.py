@@ -110,6 +110,7 @@ def generate(run_dir: Path, records: int, seed: int = 7) -> dict[str, Any]:
                 "size": pa.array(np.full(n, 100, dtype=np.int32)),
                 "checksum_ok": pa.array(order % BAD[0] != BAD[1]),
                 "evidence": pa.nulls(n, pa.string()),
+                "damage": pa.nulls(n, pa.string()),
             }
             table = pa.Table.from_arrays([cols[f.name].cast(f.type) for f in schema], schema=schema)
             pq.write_table(table, capture / f"part-{t}-{lane}.parquet", compression="zstd")

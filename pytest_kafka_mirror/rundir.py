@@ -67,7 +67,8 @@ WRITTEN_LIST = ".kafka-mirror-written"
 #: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
 #: (the capture maps target names back); identification columns are null for records
 #: that are not ours (``kind == "foreign"``) or whose metadata was stripped
-#: (``kind == "headerless"``: only ``lane`` is known, from the key).
+#: (``kind == "headerless"``: only ``lane`` is known, from the key), and each is null
+#: when that part of a record's metadata was damaged (``damage``).
 CAPTURE_SCHEMA_FIELDS: list[tuple[str, str]] = [
     ("topic", "string"),  # source topic
     ("target_topic", "string"),
@@ -83,6 +84,11 @@ CAPTURE_SCHEMA_FIELDS: list[tuple[str, str]] = [
     ("size", "int32"),  # key + value + headers bytes as received
     ("checksum_ok", "bool"),  # payload CRC matches (null when unknown)
     ("evidence", "string"),  # foreign records: a short repr of key/value, else null
+    # records of ours whose metadata a replicator damaged: what is missing or altered,
+    # "key=missing,km.t=altered" (records.damage_names), else null.  The last column, added
+    # later: a segment written before it reads as null there, and a reader that does not
+    # know it reads the segment as before (damaged records then count as intact ones).
+    ("damage", "string"),
 ]
 
 

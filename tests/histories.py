@@ -4,7 +4,8 @@ A :class:`History` is what a producer sent and the source acknowledged, what the
 log holds, and what arrived on the target in which order: drops, tail cuts, duplicates,
 local reorders, lanes split over partitions, corrupted payloads, phantoms (never sent,
 or sent and not acknowledged), unknown producers, headerless and foreign records, clock
-skew.  Histories are frozen and hashable, and each is written under its own topic and
+skew, damaged metadata (a lane whose records lost km.t, records whose key is gone or
+rewritten, records of ours that lost km.s and match nothing).  Histories are frozen and hashable, and each is written under its own topic and
 producer names (``c<N>.``), so many share one run directory, and one Spark job, without
 seeing each other.
 """
@@ -27,13 +28,15 @@ PARTITIONS = 3
 
 @dataclass(frozen=True)
 class Arrival:
-    """One record on the target: ``lane`` indexes History.lanes; -1 foreign, -2 headerless."""
+    """One record on the target: ``lane`` indexes History.lanes; -1 foreign, -2 headerless,
+    -4 ours with km.s gone (``seq`` picks the topic and lane, as for -2)."""
 
     lane: int
     seq: int
     partition: int
     latency_ms: int = 1
     corrupt: bool = False
+    damage: str | None = None  # the capture's damage text (identity intact)
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class LaneHistory:
     failed: frozenset[int]  # of unacked: delivery reported failed (the rest: no report)
     source_lost: frozenset[int]  # acked seqs the source log lacks
     kind: str = "headers"
+    timed: bool = True  # False: every record arrives without km.t (no produce time)
 
     @property
     def in_manifest(self) -> bool:
@@ -60,7 +64,8 @@ class LaneHistory:
         acked = f"{self.sent} sent" + (f", unacked {sorted(self.unacked)}" if self.unacked else "")
         acked += f", failed {sorted(self.failed)}" if self.failed else ""
         acked += f", source lost {sorted(self.source_lost)}" if self.source_lost else ""
-        return f"<{self.topic}/{self.producer}/lane {self.lane} p{self.partition} {self.kind}: {acked}>"
+        untimed = "" if self.timed else " untimed"
+        return f"<{self.topic}/{self.producer}/lane {self.lane} p{self.partition} {self.kind}{untimed}: {acked}>"
 
 
 @dataclass(frozen=True)
@@ -71,8 +76,9 @@ class History:
     def __repr__(self) -> str:
         lines = ["History("] + [f"  lane {i}: {lane!r}" for i, lane in enumerate(self.lanes)]
         lines.append("  arrivals (lane:seq@partition, *corrupt, ~latency ms): " + " ".join(
-            ("foreign" if a.lane == -1 else "headerless" if a.lane == -2 else f"{a.lane}:{a.seq}")
+            ({-1: "foreign", -2: "headerless", -4: "unmatched"}.get(a.lane) or f"{a.lane}:{a.seq}")
             + f"@{a.partition}" + ("*" if a.corrupt else "") + (f"~{a.latency_ms}" if a.latency_ms != 1 else "")
+            + (f"[{a.damage}]" if a.damage else "")
             for a in self.arrivals
         ))
         return "\n".join(lines) + ")"
@@ -82,9 +88,9 @@ def size(h: History) -> int:
     """How big a history is, for shrinking: everything a reduction can take away."""
     return 10 * len(h.lanes) + sum(
         3 + (a.corrupt) + (a.latency_ms != 1) + (a.lane >= 0 and a.partition != h.lanes[a.lane].partition)
-        for a in h.arrivals
+        + (a.damage is not None) for a in h.arrivals
     ) + sum(lane.sent + len(lane.unacked) + len(lane.failed) + len(lane.source_lost) + (lane.kind != "headers")
-            for lane in h.lanes)
+            + (not lane.timed) for lane in h.lanes)
 
 
 def reductions(h: History) -> list[History]:
@@ -106,12 +112,12 @@ def reductions(h: History) -> list[History]:
         out += [History(h.lanes, h.arrivals[:j] + h.arrivals[j + k:]) for j in range(0, n - k + 1, k)]
         k //= 2
     for j, a in enumerate(h.arrivals):
-        simpler = [replace(a, corrupt=False), replace(a, latency_ms=1)]
+        simpler = [replace(a, corrupt=False), replace(a, latency_ms=1), replace(a, damage=None)]
         if a.lane >= 0:
             simpler.append(replace(a, partition=h.lanes[a.lane].partition))
         out += [History(h.lanes, h.arrivals[:j] + (b,) + h.arrivals[j + 1:]) for b in simpler if b != a]
     for i, lane in enumerate(h.lanes):
-        smaller = [replace(lane, kind="headers")]
+        smaller = [replace(lane, kind="headers"), replace(lane, timed=True)]
         if lane.sent:
             cut = lane.sent - 1
             smaller.append(replace(lane, sent=cut, unacked=frozenset(s for s in lane.unacked if s < cut),
@@ -137,8 +143,12 @@ def _lane(draw: Any, topic: str, producer: str, lane: int) -> tuple[LaneHistory,
     acked = [s for s in seqs if s not in unacked]
     source_lost = draw(st.frozensets(st.sampled_from(acked), max_size=3)) if acked else frozenset()
     partition = draw(st.integers(0, PARTITIONS - 1))
-    h = LaneHistory(topic, producer, lane, partition, sent, unacked, failed, source_lost,
-                    kind=draw(st.sampled_from(["headers", "body"])))
+    kind = draw(st.sampled_from(["headers", "body"]))
+    # Damage that leaves the identity whole: km.t gone from the whole lane (a tie of two
+    # copies' arrival times would otherwise leave "the first copy's produce time" open),
+    # the key gone or rewritten on single records (headers format: km.l names the lane).
+    timed = kind == "body" or draw(st.booleans()) or draw(st.booleans())
+    h = LaneHistory(topic, producer, lane, partition, sent, unacked, failed, source_lost, kind=kind, timed=timed)
 
     # What the replicator delivers: every sent seq and a few never sent, minus drops and
     # a cut tail, plus duplicates and local reorders.
@@ -158,8 +168,11 @@ def _lane(draw: Any, topic: str, producer: str, lane: int) -> tuple[LaneHistory,
     other = draw(st.integers(0, PARTITIONS - 1))
     corrupt = draw(st.frozensets(st.integers(0, 15), max_size=4))
     latencies = draw(st.lists(st.integers(-3, 60), min_size=len(out), max_size=len(out)))
+    damaged = draw(st.frozensets(st.integers(0, 15), max_size=3)) if kind == "headers" else frozenset()
+    damage = draw(st.sampled_from(["key=missing", "key=altered", "km.l=missing"]))
     arrivals = [
-        Arrival(-3, seq, other if split_at is not None and i >= split_at else partition, latencies[i], i in corrupt)
+        Arrival(-3, seq, other if split_at is not None and i >= split_at else partition, latencies[i], i in corrupt,
+                damage if i in damaged else None)
         for i, seq in enumerate(out)
     ]
     return h, arrivals
@@ -174,9 +187,9 @@ def histories(draw: Any) -> History:
     for i, (topic, producer, lane) in enumerate(keys):
         h, arrivals = draw(_lane(topic, producer, lane))
         lanes.append(h)
-        streams.append([Arrival(i, a.seq, a.partition, a.latency_ms, a.corrupt) for a in arrivals])
-    extras = draw(st.lists(st.tuples(st.sampled_from([-1, -2]), st.integers(0, 2), st.integers(0, PARTITIONS - 1)),
-                           max_size=2))
+        streams.append([replace(a, lane=i) for a in arrivals])
+    extras = draw(st.lists(st.tuples(st.sampled_from([-1, -2, -4]), st.integers(0, 2),
+                                     st.integers(0, PARTITIONS - 1)), max_size=2))
     streams += [[Arrival(kind, lane, partition)] for kind, lane, partition in extras]
     # Interleave the lanes' streams (each keeps its own order) by drawn stream choices.
     order: list[Arrival] = []
@@ -209,7 +222,11 @@ def write_histories(run: SyntheticRun, cases: list[History], *, source_log: bool
                 run.foreign(prefix + TOPICS[a.seq % len(TOPICS)], partition=a.partition)
             elif a.lane == -2:
                 run.headerless(prefix + TOPICS[a.seq % len(TOPICS)], lane=a.seq, partition=a.partition)
+            elif a.lane == -4:
+                run.lane(prefix + TOPICS[a.seq % len(TOPICS)], pid=prefix + "p1", lane=a.seq,
+                         in_manifest=False).unmatched(partition=a.partition)
             else:
+                lane = case.lanes[a.lane]
                 built[a.lane].deliver([a.seq], partition=a.partition, latency_ms=a.latency_ms,
-                                      checksum_ok=not a.corrupt, kind=case.lanes[a.lane].kind)
+                                      checksum_ok=not a.corrupt, kind=lane.kind, damage=a.damage, timed=lane.timed)
     return prefixes

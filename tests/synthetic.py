@@ -60,8 +60,15 @@ class SyntheticLane:
     manifest: LaneManifest | None
 
     def deliver(self, seqs: Iterable[int], *, partition: int | None = None, latency_ms: Latency = 1.0,
-                checksum_ok: bool | None = True, kind: str = "headers") -> SyntheticLane:
-        """Records ``seqs`` arrive on the target, in this order, in ``partition`` (default: the lane's)."""
+                checksum_ok: bool | None = True, kind: str = "headers", damage: str | None = None,
+                timed: bool = True) -> SyntheticLane:
+        """Records ``seqs`` arrive on the target, in this order, in ``partition`` (default: the lane's).
+
+        ``damage``: the capture's damage text of each (``"key=missing"``); ``timed=False``:
+        their km.t header is gone (no produce time, ``km.t=missing`` added to the damage).
+        """
+        if not timed:
+            damage = ",".join(sorted([*(damage.split(",") if damage else []), "km.t=missing"]))
         part = self.partition if partition is None else partition
         for i, seq in enumerate(seqs):
             if callable(latency_ms):
@@ -73,8 +80,18 @@ class SyntheticLane:
             produce = BASE_TS_US + seq * 1000
             self.run.add_row(
                 topic=self.topic, partition=part, kind=kind, producer_id=self.pid, lane=self.lane, seq=seq,
-                produce_ts_us=produce, arrival_ts_us=produce + round(lat * 1000), checksum_ok=checksum_ok,
+                produce_ts_us=produce if timed else None, arrival_ts_us=produce + round(lat * 1000),
+                checksum_ok=checksum_ok, damage=damage,
             )
+        return self
+
+    def unmatched(self, *, partition: int | None = None, count: int = 1, damage: str = "km.s=missing") -> SyntheticLane:
+        """Records of this lane arrive with their sequence header gone: ours, damaged, and
+        matched to nothing sent."""
+        for _ in range(count):
+            self.run.add_row(topic=self.topic, partition=self.partition if partition is None else partition,
+                             kind="headers", producer_id=self.pid, lane=self.lane, produce_ts_us=BASE_TS_US,
+                             arrival_ts_us=BASE_TS_US + 1000, checksum_ok=True, damage=damage)
         return self
 
     def in_source(self, seqs: Iterable[int]) -> SyntheticLane:
@@ -173,6 +190,16 @@ class SyntheticRun:
         if self.source_log or self.source_rows:
             segments_of(self.source_rows, self.run_dir / SOURCE_DIR / CAPTURE_DIR)
         return self.run_dir
+
+
+def built_and_verified(spark: Any, run_dir: Path, build: Callable[[Path], SyntheticRun],
+                       ) -> tuple[SyntheticRun, MirrorReport]:
+    """``build(run_dir)`` (a run directory's builder) and its verification by ``spark``:
+    what a module-scoped fixture of a verified synthetic run returns."""
+    from pytest_kafka_mirror.verify import verify_run
+
+    run = build(run_dir)
+    return run, verify_run(run.run_dir, spark=spark)
 
 
 def assert_same_report(got: MirrorReport, want: MirrorReport) -> None:

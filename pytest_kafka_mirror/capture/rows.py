@@ -4,8 +4,9 @@ bitmaps the stop decision reads and the live figures of the progress file.
 **Per-record work** is what limits a capture process (a bare consume loop reads several
 times faster, see the README's Performance section), so :meth:`RowBuilder.add` decodes
 records as the producer writes them inline — four ``km.*`` headers in order, or a
-``pid;seq;ts;`` body — and hands anything else to :func:`records.decode`, which classifies
-it exactly as before.  A row is a tuple of the six columns that change from record to
+``pid;seq;ts;`` body, the key naming the lane — and hands anything else to
+:func:`records.decode`, which classifies it exactly as before (foreign, headerless, or ours
+with its metadata damaged: a ``km.*`` header missing or rewritten, the key gone).  A row is a tuple of the six columns that change from record to
 record, plus a run tuple per run of one lane of one partition (:class:`.segments.SegmentRows`:
 the writer thread's conversion to Arrow holds the GIL, and 14 fields per row cost the
 loop a fifth of its rate).  The seen bitmap of the previous record's lane is reused; a
@@ -113,10 +114,12 @@ class LiveFigures:
 
     def add_counted(self, by_topic: dict[str, int], produce_ts_us: list[int], arrival_us: int) -> None:
         """Identified records of one batch (the capture loop collects only those), counted
-        per source topic by the loop; sorts ``produce_ts_us`` in place."""
+        per source topic by the loop; sorts ``produce_ts_us`` in place.  A negative produce
+        time is a record without one (its ``km.t`` header damaged): counted, no latency."""
         self.by_topic.update(by_topic)
         produce_ts_us.sort()
-        self._latencies(produce_ts_us, arrival_us)
+        untimed = bisect_left(produce_ts_us, 0)
+        self._latencies(produce_ts_us[untimed:] if untimed else produce_ts_us, arrival_us)
 
     def _latencies(self, pts: list[int], arrival_us: int) -> None:
         n = len(pts)
@@ -143,7 +146,7 @@ def merge_progress(parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     if len(parts) == 1:
         return dict(parts[0])
     out: dict[str, Any] = {}
-    for name in ("records", "ours", "foreign", "headerless", "warmup", "duplicates_seen"):
+    for name in ("records", "ours", "foreign", "headerless", "damaged", "warmup", "duplicates_seen"):
         out[name] = sum(int(p.get(name, 0)) for p in parts)
     out["elapsed"] = max((float(p.get("elapsed", 0.0)) for p in parts), default=0.0)
     topics = {t for p in parts for t in p.get("partitions", {})}
@@ -180,10 +183,12 @@ class RowBuilder:
         self.live = live
         self.log = log
         self.seen: dict[tuple[str, str, int], SeenBitmap] = {}
-        self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "warmup": 0, "duplicates_seen": 0}
+        self.counts = {"records": 0, "ours": 0, "foreign": 0, "headerless": 0, "damaged": 0, "warmup": 0,
+                       "duplicates_seen": 0}
         #: "SOURCE_TOPIC:PARTITION" -> one past the offset of its last warm-up record on the target
         self.warmup_ends: dict[str, int] = {}
         self.pids: dict[bytes, str] = {}  # producer ids, decoded once: one str per producer, not per row
+        self.header_pids: dict[bytes, str] = {}  # the same of km.p headers, those RecordEncoder writes
         self.checksums: dict[bytes, bool] = {}  # payload -> its checksum is right
 
     def add(  # hot loop: one pass per record, written out (a call per record costs ~10% of the rate)
@@ -204,9 +209,11 @@ class RowBuilder:
         mapping_get = self.mapping.get
         seen = self.seen
         crc32 = zlib.crc32
-        pids, checksums = self.pids, self.checksums
+        pids, hpids, checksums = self.pids, self.header_pids, self.checksums
         if len(pids) > _CACHE:
             pids.clear()
+        if len(hpids) > _CACHE:
+            hpids.clear()
         if len(checksums) > _CACHE:
             checksums.clear()
         checking = offsets is not None
@@ -244,8 +251,12 @@ class RowBuilder:
                 if headers:
                     if len(headers) == 4:
                         (n0, v0), (n1, v1), (n2, v2), (n3, v3) = headers
-                        if n0 == HDR_PRODUCER and n1 == HDR_LANE and n2 == HDR_SEQ and n3 == HDR_TS:
-                            pid = pids.get(v0) or pids.setdefault(v0, v0.decode())
+                        # Exactly as written: names in order, the key the lane header, digits
+                        # of the producer's widths (decode() says what else is damage).
+                        if (n0 == HDR_PRODUCER and n1 == HDR_LANE and n2 == HDR_SEQ and n3 == HDR_TS and v1 == key
+                                and 10 <= len(v2) <= 18 and 16 <= len(v3) <= 18 and len(v1) <= 5
+                                and v1.isdigit() and v2.isdigit() and v3.isdigit()
+                                and (pid := hpids.get(v0) or _header_pid(hpids, v0)) is not None):
                             lane, seq, pts = int(v1), int(v2), int(v3)
                             payload = value
                             size = len(key) + len(value) + 16 + len(v0) + len(v1) + len(v2) + len(v3)  # no key: _other
@@ -271,7 +282,7 @@ class RowBuilder:
                 if ident is None:
                     continue
                 pid, lane, seq, pts = ident
-            ours_pts.append(pts)
+            ours_pts.append(pts)  # -1: no usable produce time (LiveFigures leaves it out)
             # SeenBitmap.add, inline, with the previous record's bitmap reused (records of
             # one partition mostly belong to one lane).
             if lane != last_lane or pid != last_pid or source != last_source:
@@ -287,7 +298,7 @@ class RowBuilder:
                 bm, chunk_no = found, -1
             if kind is not None:  # (_other added its own row)
                 if kind is not run_kind:  # a run: one lane of one partition, one shape
-                    run_append((len(values), source, target, part, kind, pid, lane, arrival, None))
+                    run_append((len(values), source, target, part, kind, pid, lane, arrival, None, None))
                     run_kind = kind
                 append((off, seq, pts, m.timestamp()[1], size, ok))
             if seq >> 16 != chunk_no:  # the previous record's chunk, mostly
@@ -323,8 +334,10 @@ class RowBuilder:
                ) -> tuple[str, int, int, int] | None:
         """A record not in the producer's inline shapes: :func:`records.decode` classifies it.
 
-        Returns its identity ``(producer id, lane, seq, produce time)`` when it is ours,
-        else None (a warm-up record: counted, not kept; foreign, headerless: kept, counted).
+        Returns its identity ``(producer id, lane, seq, produce time)`` when it is ours and
+        identified, its metadata damaged or not (produce time -1: none usable), else None (a
+        warm-up record: counted, not kept; foreign, headerless, too damaged to identify: kept,
+        counted).
         """
         from ..produce.records import FOREIGN, Kind, decode
 
@@ -344,13 +357,25 @@ class RowBuilder:
             self.warmup_ends[end_key] = max(self.warmup_ends.get(end_key, 0), m.offset() + 1)
             return None
         rows.append((source, target, m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq, d.ts_us,
-                arrival, m.timestamp()[1], size, d.checksum_ok, evidence))
+                arrival, m.timestamp()[1], size, d.checksum_ok, evidence, d.damage))
+        if d.damage is not None:
+            counts["damaged"] += 1
         if d.kind is Kind.FOREIGN:
             counts["foreign"] += 1
             return None
         if d.kind is Kind.HEADERLESS:
             counts["headerless"] += 1
             return None
-        if d.seq is None or d.lane is None or d.producer_id is None:
+        if not d.identified:  # ours, but too damaged to say which record it is
             return None
-        return d.producer_id, d.lane, d.seq, d.ts_us or 0
+        return d.producer_id, d.lane, d.seq, -1 if d.ts_us is None else d.ts_us  # type: ignore[return-value]
+
+
+def _header_pid(cache: dict[bytes, str], value: bytes) -> str | None:
+    """The producer id of a ``km.p`` value, cached when it is one RecordEncoder writes."""
+    from ..produce.records import producer_id_of
+
+    pid = producer_id_of(value)
+    if pid is not None:
+        cache[value] = pid
+    return pid

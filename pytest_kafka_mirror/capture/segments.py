@@ -51,7 +51,8 @@ _WAKE = object()  # JSON files to write, nothing else
 #: The columns that change from record to record (a value tuple), and the ones a run of
 #: records shares (a run tuple, after the index of the run's first row).
 VALUE_FIELDS = ("offset", "seq", "produce_ts_us", "record_ts_ms", "size", "checksum_ok")
-RUN_FIELDS = ("topic", "target_topic", "partition", "kind", "producer_id", "lane", "arrival_ts_us", "evidence")
+RUN_FIELDS = ("topic", "target_topic", "partition", "kind", "producer_id", "lane", "arrival_ts_us", "evidence",
+              "damage")
 
 
 class SegmentRows:
@@ -71,15 +72,15 @@ class SegmentRows:
         #: (offset, seq, produce_ts_us, record_ts_ms, size, checksum_ok) per row
         self.values: list[tuple[Any, ...]] = []
         #: (index of the run's first row, topic, target_topic, partition, kind, producer_id,
-        #: lane, arrival_ts_us, evidence); a run has at least one row
+        #: lane, arrival_ts_us, evidence, damage); a run has at least one row
         self.runs: list[tuple[Any, ...]] = []
         for row in rows:
             self.append(row)
 
     def append(self, row: tuple[Any, ...]) -> None:
         """One whole row, in ``CAPTURE_SCHEMA_FIELDS`` order."""
-        topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence = row
-        shared = (topic, target, part, kind, pid, lane, arrival, evidence)
+        topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence, damage = row
+        shared = (topic, target, part, kind, pid, lane, arrival, evidence, damage)
         runs = self.runs
         if evidence is not None or not runs or runs[-1][1:] != shared:
             runs.append((len(self.values), *shared))
@@ -96,10 +97,10 @@ class SegmentRows:
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
         """The whole rows, in ``CAPTURE_SCHEMA_FIELDS`` order."""
         runs, values = self.runs, self.values
-        for i, (start, topic, target, part, kind, pid, lane, arrival, evidence) in enumerate(runs):
+        for i, (start, topic, target, part, kind, pid, lane, arrival, evidence, damage) in enumerate(runs):
             end = runs[i + 1][0] if i + 1 < len(runs) else len(values)
             for off, seq, pts, rts, size, ok in values[start:end]:
-                yield topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence
+                yield topic, target, part, off, kind, pid, lane, seq, pts, arrival, rts, size, ok, evidence, damage
 
 
 class SegmentWriteError(RuntimeError):
@@ -137,7 +138,7 @@ class SegmentWriter:
         self._values = pa.struct([self.schema.field(name) for name in VALUE_FIELDS])
         self._run_types = [self.schema.field(name).type for name in RUN_FIELDS]
         # ... and so does the first conversion (pyarrow.compute's import among it)
-        sample = SegmentRows([("t", "t", 0, 0, "headers", "p", 0, 0, 0, 0, 0, 0, True, None)])
+        sample = SegmentRows([("t", "t", 0, 0, "headers", "p", 0, 0, 0, 0, 0, 0, True, None, None)])
         pq.write_table(self._table(sample), pa.BufferOutputStream(), compression="zstd")
         self._thread = threading.Thread(target=self._work, name="capture-segments", daemon=True)
         self._thread.start()

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import enum
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "FORMATS",
@@ -37,6 +38,8 @@ __all__ = [
     "HDR_LANE",
     "HDR_SEQ",
     "HDR_TS",
+    "ALTERED",
+    "MISSING",
     "Decoded",
     "FOREIGN",
     "Kind",
@@ -44,9 +47,11 @@ __all__ = [
     "WARMUP_PREFIX",
     "RecordEncoder",
     "compact_ranges",
+    "damage_names",
     "decode",
     "metadata_size",
     "parse_warmup",
+    "producer_id_of",
     "warmup_value",
 ]
 
@@ -59,6 +64,8 @@ HDR_TS = "km.t"
 
 SEQ_WIDTH = 10
 TS_WIDTH = 16
+#: Widest sequence or timestamp value a reader accepts (an int64 column holds 18 digits).
+MAX_DIGITS = 18
 CHECKSUM_LEN = 8
 #: Distinct payload variants per message size; record ``seq`` uses variant ``seq % VARIANTS``.
 VARIANTS = 256
@@ -66,6 +73,8 @@ VARIANTS = 256
 MAX_LANE_DIGITS = 5
 #: Producer ids are at most this long (they go into every record).
 MAX_PRODUCER_ID = 16
+#: Characters a producer id never holds (RecordEncoder): a value with one was re-encoded.
+_NOT_IN_PRODUCER_ID = ';"\\ '
 
 _FILLER_ALPHABET = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 
@@ -122,9 +131,11 @@ class RecordEncoder:
     def __init__(self, fmt: str, producer_id: str, message_size: int, lanes: int) -> None:
         if fmt not in FORMATS:
             raise ValueError(f"unknown record format {fmt!r}; expected one of {', '.join(FORMATS)}")
-        if not producer_id or ";" in producer_id or len(producer_id) > MAX_PRODUCER_ID:
+        if (not producer_id or len(producer_id) > MAX_PRODUCER_ID or not producer_id.isprintable()
+                or any(c in producer_id for c in _NOT_IN_PRODUCER_ID)):
             raise ValueError(
-                f"producer id {producer_id!r} must be 1-{MAX_PRODUCER_ID} characters without ';'"
+                f"producer id {producer_id!r} must be 1-{MAX_PRODUCER_ID} printable characters without "
+                f"';', '\"', '\\' or spaces"
             )
         if lanes < 1 or lanes >= 10**MAX_LANE_DIGITS:
             raise ValueError(f"lanes must be between 1 and {10**MAX_LANE_DIGITS - 1}, got {lanes}")
@@ -190,6 +201,14 @@ class Decoded:
     seq: int | None
     ts_us: int | None
     checksum_ok: bool | None
+    #: what is missing or altered in the metadata (``"key=missing,km.t=altered"``: see
+    #: :func:`damage_names`); None when it arrived as the producer wrote it
+    damage: str | None = None
+
+    @property
+    def identified(self) -> bool:
+        """Producer, lane and sequence known: the record counts for delivery."""
+        return self.producer_id is not None and self.lane is not None and self.seq is not None
 
 
 def _checksum_ok(payload: bytes) -> bool:
@@ -206,6 +225,8 @@ def _lane_of(key: bytes | None) -> int | None:
         return None
     return int(key)
 
+
+MISSING, ALTERED = "missing", "altered"
 
 FOREIGN = Decoded(Kind.FOREIGN, None, None, None, None, None)
 WARMUP = Decoded(Kind.WARMUP, None, None, None, None, None)
@@ -231,46 +252,118 @@ def parse_warmup(value: bytes | None) -> tuple[int, int, str] | None:
 
 
 def decode(key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]] | None) -> Decoded:
-    """Classify and parse one consumed record.  Never raises: unknown data is FOREIGN."""
+    """Classify and parse one consumed record.  Never raises: unknown data is FOREIGN.
+
+    A headers-format record with *some* of its ``km.*`` headers, or a record of either
+    format whose key is gone or rewritten, is still ours: whatever identifies it is used
+    (the lane from the key when ``km.l`` is unusable) and :attr:`Decoded.damage` says what
+    is missing or altered (:func:`damage_names`).  Extra headers and their order are
+    harmless: they are not damage.
+    """
     if value is not None and value.startswith(WARMUP_PREFIX) and parse_warmup(value) is not None:
         return WARMUP
     if headers:
-        meta = {}
+        meta: dict[str, list[bytes | None]] = {}
         for k, v in headers:
-            if k.startswith("km."):
-                meta[k] = v
+            if k in _HEADER_CHECKS:
+                meta.setdefault(k, []).append(v)
         if meta:
-            try:
-                return Decoded(
-                    Kind.HEADERS,
-                    meta[HDR_PRODUCER].decode(),
-                    int(meta[HDR_LANE]),
-                    int(meta[HDR_SEQ]),
-                    int(meta[HDR_TS]),
-                    _checksum_ok(value or b""),
-                )
-            except (KeyError, ValueError, UnicodeDecodeError, TypeError):
-                return FOREIGN
+            return _decode_headers(key, value, meta)
     if not value:
         return FOREIGN
     parts = value.split(b";", 3)
     if len(parts) == 4 and parts[1].isdigit() and parts[2].isdigit():
         try:
-            return Decoded(
-                Kind.BODY,
-                parts[0].decode(),
-                _lane_of(key),
-                int(parts[1]),
-                int(parts[2]),
-                _checksum_ok(parts[3]),
-            )
+            pid = parts[0].decode()
         except UnicodeDecodeError:
             return FOREIGN
+        lane, key_damage = _key_lane(key)
+        return Decoded(Kind.BODY, pid, lane, int(parts[1]), int(parts[2]), _checksum_ok(parts[3]),
+                       _damage_text({"key": key_damage} if key_damage else {}))
     if _checksum_ok(value) and _lane_of(key) is not None:
         # Our payload (valid checksum) without any metadata: a headers-format record
         # whose headers the replicator dropped.
         return Decoded(Kind.HEADERLESS, None, _lane_of(key), None, None, True)
     return FOREIGN
+
+
+def producer_id_of(v: bytes) -> str | None:
+    """The producer id a ``km.p`` header holds, or None when it is not one RecordEncoder
+    writes (re-encoded, truncated to nothing, ...)."""
+    try:
+        text = v.decode()
+    except UnicodeDecodeError:
+        return None
+    ok = 0 < len(text) <= MAX_PRODUCER_ID and text.isprintable() and not any(c in text for c in _NOT_IN_PRODUCER_ID)
+    return text if ok else None
+
+
+def _digits(low: int, high: int) -> Callable[[bytes], int | None]:
+    def parse(v: bytes) -> int | None:
+        return int(v) if low <= len(v) <= high and v.isdigit() else None  # bytes: ASCII digits only
+    return parse
+
+
+#: header name -> parser of its value (None: altered).  Widths are the producer's: a
+#: sequence is 10 digits or more, a timestamp 16 digits or more, a lane 1-5 digits (and at
+#: most 18 digits: a capture column is an int64).
+_HEADER_CHECKS: dict[str, Callable[[bytes], Any]] = {
+    HDR_PRODUCER: producer_id_of,
+    HDR_LANE: _digits(1, MAX_LANE_DIGITS),
+    HDR_SEQ: _digits(SEQ_WIDTH, MAX_DIGITS),
+    HDR_TS: _digits(TS_WIDTH, MAX_DIGITS),
+}
+
+
+def _header_value(values: list[bytes | None] | None, parse: Callable[[bytes], Any]) -> tuple[Any, str | None]:
+    """``(parsed value, damage)`` of one metadata header from its values in the record."""
+    if not values:
+        return None, MISSING
+    parsed = {parse(v) if isinstance(v, bytes) else None for v in values}
+    if len(parsed) != 1 or None in parsed:  # unparsable, or copies that disagree
+        return None, ALTERED
+    return parsed.pop(), None
+
+
+def _key_lane(key: bytes | None) -> tuple[int | None, str | None]:
+    """The lane a key names, and the key's damage (missing, altered: not a lane number)."""
+    if key is None or key == b"":
+        return None, MISSING
+    lane = _lane_of(key)
+    return lane, None if lane is not None else ALTERED
+
+
+def _decode_headers(key: bytes | None, value: bytes | None, meta: dict[str, list[bytes | None]]) -> Decoded:
+    """A record with at least one ``km.*`` header: ours, with what survived of its metadata."""
+    found: dict[str, Any] = {}
+    damage: dict[str, str] = {}
+    for name, parse in _HEADER_CHECKS.items():
+        found[name], how = _header_value(meta.get(name), parse)
+        if how:
+            damage[name] = how
+    lane, key_damage = _key_lane(key)
+    if key_damage:
+        damage["key"] = key_damage
+    elif found[HDR_LANE] is not None and lane != found[HDR_LANE]:
+        damage["key"] = ALTERED  # the key no longer names the lane its km.l header names
+    if found[HDR_LANE] is not None:
+        lane = found[HDR_LANE]
+    return Decoded(Kind.HEADERS, found[HDR_PRODUCER], lane, found[HDR_SEQ], found[HDR_TS],
+                   _checksum_ok(value or b""), _damage_text(damage))
+
+
+def _damage_text(damage: dict[str, str]) -> str | None:
+    """``{"km.t": "missing", "key": "altered"}`` -> ``"key=altered,km.t=missing"`` (None: intact)."""
+    return ",".join(f"{name}={how}" for name, how in sorted(damage.items())) or None
+
+
+def damage_names(text: str | None) -> list[tuple[str, str]]:
+    """``(name, how)`` pairs of a :attr:`Decoded.damage` text (a capture row's ``damage``):
+    name is a metadata header (``km.p``, ``km.l``, ``km.s``, ``km.t``) or ``key``, how is
+    ``missing`` or ``altered``."""
+    if not text:
+        return []
+    return [(name, how) for name, _, how in (part.partition("=") for part in text.split(","))]
 
 
 def compact_ranges(seqs: Iterable[int]) -> list[tuple[int, int]]:

@@ -123,6 +123,7 @@ FIGURES: dict[str, Figure] = {
         _count("phantom", "arrived but never acknowledged"),
         _count("corrupted", "bad payload checksum"),
         _count("headers_lost", "arrived without their metadata headers"),
+        _count("metadata_damaged", "arrived with some metadata headers or the key missing or altered"),
         _count("foreign", "records on the target topics that are not ours"),
         _count("lane_split", "lanes that arrived in more than one target partition", unit="lanes"),
         _latency("min", "smallest latency"),

@@ -23,10 +23,11 @@ Spark actions and few shuffles, and each query is one SQL text (``_sql.Queries``
 4. Latency: exact nearest-rank percentiles and the histogram from bucket counts, in one
    or two small aggregates (``verify/_latency.py``; one, of a bucket per value, for a
    capture under ``_ONE_ROUND_BYTES``).
-5. Record kinds (headerless, foreign): a scan of one column of the capture.
+5. Record kinds (headerless, foreign) and damaged metadata (per header name, missing or
+   altered; how many lost their identity with it): one scan of a few columns of the capture.
 6. Examples, only for anomalies that occurred: the first ``examples`` rows per anomaly,
    which Spark runs as top-Ks without sorting everything (one scan of the cache for the
-   anomalies of distinct records, one of the capture for both record kinds).  Each names
+   anomalies of distinct records, one of the capture for both record kinds and the damaged).  Each names
    a target partition and offset: of the record itself, or for missing records of the
    highest sequence of their lane that arrived.
 7. Three-log reconciliation, only when the run captured the source topics too
@@ -68,12 +69,13 @@ from pytest_kafka_mirror.rundir import (
 )
 from pytest_kafka_mirror.verify._sql import Queries
 from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
-from pytest_kafka_mirror.verify.report import LaneStats, MirrorReport, MissingRange
+from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["DEFAULT_BOUNDS", "LaneMeta", "manifest_lanes", "phantom_reason", "read_status", "verify_run"]
+__all__ = ["DEFAULT_BOUNDS", "LaneMeta", "RecordKinds", "add_untimed", "manifest_lanes", "phantom_reason",
+           "read_status", "record_kinds", "verify_run"]
 
 
 _KEY = ("topic", "producer_id", "lane")
@@ -83,7 +85,8 @@ _BUCKET_BITS = 16
 #: Copies listed per duplicated example.
 _MAX_COPIES_SHOWN = 5
 _IDENTIFIED_KINDS = ("headers", "body")
-#: Records of ours with their metadata intact (producer, lane and seq known), as SQL.
+#: Records of ours identified (producer, lane and seq known; the rest of their metadata may
+#: be damaged: records.decode), as SQL.
 _IDENTIFIED = (f"kind IN ({', '.join(repr(kind) for kind in _IDENTIFIED_KINDS)}) AND producer_id IS NOT NULL "
                "AND lane IS NOT NULL AND seq IS NOT NULL")
 _SPARK_TYPES = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
@@ -339,7 +342,7 @@ class _Job:
     def _store(self, run: Path) -> None:
         """Set up the capture's columns and the first copies, and start building them."""
         cols = ("topic, target_topic, `partition`, `offset`, kind, producer_id, lane, seq, produce_ts_us, "
-                "arrival_ts_us, checksum_ok, evidence")
+                "arrival_ts_us, checksum_ok, evidence, damage")
         # A small capture is read into one partition (a coalesce: no shuffle).  Every frame
         # built on it is then one partition that any grouping is already clustered by: the
         # job has no shuffle at all, and the first round's union is one task
@@ -469,12 +472,13 @@ class _Job:
         latency = LatencyPlan(self.query, self._LATENCIES, bounds, exact=self.one_round, firsts=self.firsts)
         first = _collect({
             "ranges": self._range_query(), "latency": latency.buckets_query(),
-            "kinds": self.query("SELECT kind, count(1) AS count FROM {cap} GROUP BY kind", cap=self.cap),
+            "kinds": self.query(f"SELECT kind, damage, {_IDENTIFIED} AS identified, count(1) AS count FROM {{cap}} "
+                                "GROUP BY kind, damage, identified", cap=self.cap),
             "timeline": timeline_query(self.query, self.firsts),
             **(self._candidate_queries() if self.examples else {}),
             **({"holes": self._holes_query(None, self.firsts)} if self.one_round else {}),
         }, self.spark, after=self.cached.wait, one_action=self.one_round)
-        kinds = {row["kind"]: row["count"] for row in first["kinds"]}
+        kinds = record_kinds(first["kinds"])
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
         if self.examples:
             first.update(_split_candidates(first.pop("candidates")))
@@ -497,12 +501,16 @@ class _Job:
             self._reconcile()
         self._split_partitions()
         overall, by_topic = latency.finish(rows.get("values", []))
+        add_untimed(overall, by_topic, self._untimed(first["ranges"]), len(bounds))
 
         lanes = [self.stats[k] for k in sorted(self.stats)]
         report = MirrorReport(
             run_dir=str(self.run_dir),
-            headers_lost=kinds.get("headerless", 0),
-            foreign=kinds.get("foreign", 0),
+            headers_lost=kinds.counts.get("headerless", 0),
+            foreign=kinds.counts.get("foreign", 0),
+            metadata_damaged=kinds.damaged,
+            damaged_unmatched=kinds.unmatched,
+            damage=kinds.damage,
             lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
             reconciled=reconciled,
             lanes=lanes,
@@ -523,19 +531,31 @@ class _Job:
         return self.query(f"""
             SELECT {_KEY_SQL}, range_id, count(1) AS `distinct`, sum(n) AS received, sum(bad) AS bad,
                    min(seq) AS lo, max(seq) AS hi, sum(reordered) AS reordered, min(pmin) AS pmin, max(pmax) AS pmax,
-                   min(produce_ts_us) AS first_produce_us, min(arrival_ts_us) AS first_arrival_us
+                   min(produce_ts_us) AS first_produce_us,
+                   min(CASE WHEN produce_ts_us IS NOT NULL THEN arrival_ts_us END) AS first_arrival_us,
+                   count(CASE WHEN produce_ts_us IS NULL THEN 1 END) AS untimed
             FROM {{firsts}} GROUP BY {_KEY_SQL}, range_id""", firsts=self.firsts)
 
     def _acked(self, rid: int | None) -> bool:
         """Whether range id ``rid`` (None: in no range) is an acknowledged range."""
         return rid is not None and self.ranges[rid][3]
 
+    def _untimed(self, rows: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+        """Per source topic, the acknowledged records that arrived without a usable produce
+        time (their first copy's), from the rows of :meth:`_range_query`."""
+        out: dict[str, int] = defaultdict(int)
+        for row in rows:
+            if row["untimed"] and self._acked(row["range_id"]):
+                out[row["topic"]] += row["untimed"]
+        return out
+
     def _topic_firsts(self, rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Per source topic, the first produce and arrival times of its acknowledged records
-        (what ``apply_timeline`` takes), from the rows of :meth:`_range_query`."""
+        (what ``apply_timeline`` takes), from the rows of :meth:`_range_query`.  Records
+        without a produce time are left out of both (a topic with only those has none)."""
         firsts: dict[str, dict[str, Any]] = {}
         for row in rows:
-            if not self._acked(row["range_id"]):
+            if not self._acked(row["range_id"]) or row["first_produce_us"] is None:
                 continue
             entry = firsts.setdefault(row["topic"], {"topic": row["topic"], "first_produce_us": None,
                                                      "first_arrival_us": None})
@@ -704,11 +724,12 @@ class _Job:
             ) WHERE k <= {n}"""
         kind_examples = f"""
             SELECT * FROM (
-                SELECT kind, topic, target_topic, lane, `partition`, `offset`, evidence,
-                       row_number() OVER (PARTITION BY kind ORDER BY
-                           CASE WHEN kind = 'headerless' THEN topic ELSE target_topic END,
-                           CASE WHEN kind = 'headerless' THEN lane END, `partition`, `offset`) AS k
-                FROM {{cap}} WHERE kind IN ('headerless', 'foreign')
+                SELECT *, row_number() OVER (PARTITION BY tag ORDER BY
+                           CASE WHEN tag = 'headerless' THEN topic ELSE target_topic END,
+                           CASE WHEN tag = 'headerless' THEN lane END, `partition`, `offset`) AS k
+                FROM (SELECT CASE WHEN damage IS NOT NULL THEN 'damaged' ELSE kind END AS tag, topic, target_topic,
+                             producer_id, lane, seq, `partition`, `offset`, evidence, damage
+                      FROM {{cap}} WHERE kind IN ('headerless', 'foreign') OR damage IS NOT NULL)
             ) WHERE k <= {n}"""
         return {"candidates": self.query(candidates, firsts=self.firsts),
                 "kind_examples": self.query(kind_examples, cap=self.cap)}
@@ -722,9 +743,11 @@ class _Job:
         with missing records, and the corrupt copies of the corrupt candidates."""
         wanted = {(r["topic"], r["producer_id"], r["lane"], r["seq"]): (True, False)
                   for name in ("duplicated", "phantom") for r in first.get(name, [])}
-        for kind in ("lost", "unseen"):
-            lanes = sorted(k for k, c in missing.per_kind.items() if c[kind] and k in lane_max)[: self.examples]
-            wanted.update({(*key, lane_max[key]): (True, False) for key in lanes})
+        # Every lane with missing records: which of them the examples show is known only once
+        # the gaps inside ranges are listed (a lane's listing is capped at max_ranges, and
+        # its lost gaps come before its unseen tail), after this query.
+        lanes = sorted(k for k, c in missing.per_kind.items() if (c["lost"] or c["unseen"]) and k in lane_max)
+        wanted.update({(*key, lane_max[key]): (True, False) for key in lanes})
         for r in first.get("corrupt_seqs", []):
             loc = wanted.get((r["topic"], r["producer_id"], r["lane"], r["seq"]), (False, False))[0]
             wanted[(r["topic"], r["producer_id"], r["lane"], r["seq"])] = (loc, True)
@@ -772,6 +795,7 @@ class _Job:
         found = {
             "duplicated": report.duplicated, "phantom": report.phantom, "corrupted": report.corrupted,
             "reordered": report.reordered, "headers_lost": report.headers_lost, "foreign": report.foreign,
+            "metadata_damaged": report.metadata_damaged,
         }
         candidates = {**first, "corrupted": sorted(corrupt, key=sort_key)[: self.examples]}
         for name, count in found.items():
@@ -1027,20 +1051,65 @@ def _split_candidates(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[
     return out
 
 
-#: The columns each record-kind example keeps, by report key and kind.
+#: The columns each record-kind example keeps, by report key and tag (see _candidate_queries).
 _KIND_EXAMPLES = {"headers_lost": ("headerless", ("topic", "target_topic", "lane", "partition", "offset")),
-                  "foreign": ("foreign", ("target_topic", "partition", "offset", "evidence"))}
+                  "foreign": ("foreign", ("target_topic", "partition", "offset", "evidence")),
+                  "metadata_damaged": ("damaged", ("topic", "target_topic", "partition", "offset", "producer_id",
+                                                   "lane", "seq", "damage"))}
 
 
 def _split_kind_examples(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The rows of the tagged record-kind query as one list per report key, in example order."""
     ordered = sorted(rows, key=lambda r: r["k"])
-    return {name: [{c: row[c] for c in columns} for row in ordered if row["kind"] == kind]
-            for name, (kind, columns) in _KIND_EXAMPLES.items()}
+    return {name: [{c: row[c] for c in columns} for row in ordered if row["tag"] == tag]
+            for name, (tag, columns) in _KIND_EXAMPLES.items()}
+
+
+@dataclass
+class RecordKinds:
+    """Records of the capture by kind, and those of ours whose metadata was damaged."""
+
+    counts: dict[str, int] = field(default_factory=dict)  # kind -> records
+    damaged: int = 0
+    unmatched: int = 0  # damaged, and not identified
+    damage: dict[str, dict[str, int]] = field(default_factory=dict)  # name -> how -> records
+
+
+def record_kinds(rows: Sequence[Mapping[str, Any]]) -> RecordKinds:
+    """Rows of (kind, damage, identified, count) as :class:`RecordKinds` (the oracle passes
+    one row per record)."""
+    from pytest_kafka_mirror.produce.records import damage_names
+
+    out = RecordKinds()
+    for row in rows:
+        n = row["count"]
+        out.counts[row["kind"]] = out.counts.get(row["kind"], 0) + n
+        if row["damage"] is None:
+            continue
+        out.damaged += n
+        out.unmatched += 0 if row["identified"] else n
+        for name, how in damage_names(row["damage"]):
+            hows = out.damage.setdefault(name, {"missing": 0, "altered": 0})
+            hows[how] = hows.get(how, 0) + n
+    return out
+
+
+def add_untimed(overall: LatencyStats, by_topic: dict[str, LatencyStats], untimed: Mapping[str, int],
+                buckets: int) -> None:
+    """Count the records without a produce time in the latency figures (a topic with only
+    those gets figures of its own: none, and the count)."""
+    for topic, n in untimed.items():
+        if not n:
+            continue
+        stats = by_topic.get(topic)
+        if stats is None:
+            stats = by_topic[topic] = LatencyStats(histogram=[0] * (buckets + 1))
+        stats.untimed += n
+        overall.untimed += n
 
 
 def _identified(capture: DataFrame) -> DataFrame:
-    """Records of ours with their metadata intact (producer, lane and seq known)."""
+    """Records of ours identified (producer, lane and seq known)."""
     return capture.filter(_IDENTIFIED)
 
 

@@ -20,12 +20,13 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_kafka_mirror.rundir import CAPTURE_DIR, SOURCE_DIR, load_discovery, load_manifests, load_scenario_figures
 from pytest_kafka_mirror.verify._latency import PERCENTILES, nearest_rank
-from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, read_status
+from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, read_status, record_kinds
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange, compact_ranges
 
 __all__ = ["oracle_report"]
@@ -43,14 +44,20 @@ def _read_rows(capture_dir: Path) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for path in sorted(capture_dir.rglob("*.parquet")):
         rows += pq.read_table(path).to_pylist()
+    for r in rows:  # segments written before the damage column
+        r.setdefault("damage", None)
     return rows
 
 
+def _identified(r: dict[str, Any]) -> bool:
+    return r["kind"] in ("headers", "body") and None not in (r["producer_id"], r["lane"], r["seq"])
+
+
 def _ours(rows: Iterable[dict[str, Any]]) -> dict[LaneKey, list[dict[str, Any]]]:
-    """Identified rows (metadata intact) by lane, each lane in (partition, offset) order."""
+    """Identified rows (producer, lane and seq known) by lane, each lane in (partition, offset) order."""
     lanes: dict[LaneKey, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        if r["kind"] in ("headers", "body") and None not in (r["producer_id"], r["lane"], r["seq"]):
+        if _identified(r):
             lanes[(r["topic"], r["producer_id"], r["lane"])].append(r)
     for got in lanes.values():
         got.sort(key=lambda r: (r["partition"], r["offset"]))
@@ -124,6 +131,7 @@ def oracle_report(
     first_copy: dict[tuple[LaneKey, int], list[dict[str, Any]]] = {}  # copies in arrival order
     reordered_at: list[dict[str, Any]] = []
     latencies: dict[str, list[int]] = defaultdict(list)
+    untimed: dict[str, int] = defaultdict(int)
     for key in sorted(meta.keys() | ours.keys()):
         want, got = acked.get(key, set()), ours.get(key, [])
         lane_meta = meta.get(key)
@@ -158,6 +166,8 @@ def oracle_report(
             first_copy[(key, seq)] = copies
             if seq in want and copies[0]["produce_ts_us"] is not None:
                 latencies[key[0]].append(copies[0]["arrival_ts_us"] - copies[0]["produce_ts_us"])
+            elif seq in want:
+                untimed[key[0]] += 1
         # Reordered: per target partition, in offset order, the first copy of a seq behind
         # a higher seq that came first.
         late: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # seq -> (partition, offset, after)
@@ -179,16 +189,24 @@ def oracle_report(
 
     kinds: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
-        kinds[r["kind"]].append(r)
+        kinds["damaged" if r["damage"] is not None else r["kind"]].append(r)
+    damaged = record_kinds([{"kind": r["kind"], "damage": r["damage"], "identified": _identified(r), "count": 1}
+                            for r in kinds["damaged"]])
+    latency_by_topic = {t: _latency(latencies.get(t, []), bounds) for t in sorted(latencies.keys() | untimed.keys())}
+    for t, n in untimed.items():
+        latency_by_topic[t].untimed = n
     report = MirrorReport(
         run_dir=str(run),
         headers_lost=len(kinds["headerless"]),
         foreign=len(kinds["foreign"]),
+        metadata_damaged=damaged.damaged,
+        damaged_unmatched=damaged.unmatched,
+        damage=damaged.damage,
         lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
         reconciled=reconciled,
         lanes=lanes,
-        latency=_latency([v for vs in latencies.values() for v in vs], bounds),
-        latency_by_topic={t: _latency(vs, bounds) for t, vs in sorted(latencies.items())},
+        latency=replace(_latency([v for vs in latencies.values() for v in vs], bounds), untimed=sum(untimed.values())),
+        latency_by_topic=latency_by_topic,
         histogram_bounds_ms=bounds,
         capture=read_status(run),
         discovery=load_discovery(run),
@@ -301,6 +319,11 @@ def _examples(
         ({k: r[k] for k in ("target_topic", "partition", "offset", "evidence")} for r in kinds["foreign"]),
         key=lambda r: _nulls_first(r["target_topic"], r["partition"], r["offset"]),
     )
+    damaged = sorted(
+        ({k: r[k] for k in ("topic", "target_topic", "partition", "offset", "producer_id", "lane", "seq", "damage")}
+         for r in kinds["damaged"]),
+        key=lambda r: _nulls_first(r["target_topic"], r["partition"], r["offset"]),
+    )
     split = []
     for s in report.lanes:
         if len(s.partitions) > 1:
@@ -314,6 +337,7 @@ def _examples(
         ("duplicated", dup, report.duplicated), ("phantom", phantom, report.phantom),
         ("corrupted", corrupted, report.corrupted), ("reordered", reordered, report.reordered),
         ("headers_lost", headers_lost, report.headers_lost), ("foreign", foreign, report.foreign),
+        ("metadata_damaged", damaged, report.metadata_damaged),
         ("lane_split", split, report.lane_split),
     ):
         if total:

@@ -26,6 +26,14 @@ phantom, corrupted, headers_lost, foreign, lane_split
     records never acknowledged (rows, unknown producers included); bad payload checksum;
     metadata headers stripped; not our records at all; lanes seen in several target
     partitions.
+metadata_damaged, damaged_unmatched, damage
+    records of ours (every copy) whose metadata arrived damaged: some ``km.*`` headers
+    missing or altered (re-encoded, truncated), or the key gone or rewritten.  Whatever
+    identifies such a record is used, so it counts for delivery, duplicates and order like
+    any other; ``damaged_unmatched`` of them lost part of their identity (producer, lane or
+    sequence) and cannot be matched to a record sent.  ``damage``: per header name (or
+    ``key``), how many records had it ``missing`` and ``altered``.  An extra header, or
+    headers in another order, is not damage.
 never_acked
     sequences the producer sent but the source never acknowledged (a failed or missing
     delivery report) that did not arrive either: not a replicator failure, so not counted
@@ -37,7 +45,9 @@ lost_by_replicator / missing_in_source
     acknowledged write: not the replicator's fault).  The two add up to lost + unseen.
 
 Latency is that of the first arrival of each acknowledged record; percentiles are exact
-nearest-rank values (the value at rank ``ceil(q * count)``).
+nearest-rank values (the value at rank ``ceil(q * count)``).  Records whose first copy
+has no usable produce time (its ``km.t`` header damaged) are not in the figures: their
+number is ``untimed``.
 """
 
 from __future__ import annotations
@@ -74,7 +84,7 @@ REPORT_VERSION = 1
 #: Report totals, in the order messages and summaries show them.
 TOTAL_FIELDS = (
     "expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered",
-    "phantom", "corrupted", "headers_lost", "foreign", "lane_split",
+    "phantom", "corrupted", "headers_lost", "metadata_damaged", "foreign", "lane_split",
     "never_acked", "lost_by_replicator", "missing_in_source",
 )  # fmt: skip
 
@@ -208,7 +218,8 @@ class LatencyStats:
 
     ``histogram`` counts records per bucket of the report's ``histogram_bounds_ms``
     (upper bounds, inclusive); its last entry counts records above the last bound.
-    Figures are None when no record arrived.
+    Figures are None when no record arrived.  ``untimed``: acknowledged records that
+    arrived, but whose first copy had no usable produce time (not in the figures).
     """
 
     count: int = 0
@@ -220,6 +231,7 @@ class LatencyStats:
     p999_ms: float | None = None
     max_ms: float | None = None
     histogram: list[int] = field(default_factory=list)
+    untimed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -285,6 +297,8 @@ _EXAMPLE_COLUMNS: dict[str, tuple[str, ...]] = {
     "phantom": ("topic", "producer_id", "lane", "seq", "why", "copies", "partition", "offset"),
     "corrupted": ("topic", "producer_id", "lane", "seq", "partition", "offset"),
     "headers_lost": ("topic", "target_topic", "lane", "partition", "offset"),
+    # what survived of the record's identity, and what was damaged
+    "metadata_damaged": ("topic", "target_topic", "partition", "offset", "producer_id", "lane", "seq", "damage"),
     "foreign": ("target_topic", "partition", "offset", "evidence"),
     # one row per (split lane, target partition): the lane's first record there
     "lane_split": ("topic", "producer_id", "lane", "partition", "offset", "seq", "records"),
@@ -292,7 +306,7 @@ _EXAMPLE_COLUMNS: dict[str, tuple[str, ...]] = {
 
 #: Example kinds whose rows are records counted one to one by the total of that name, so a
 #: message can say how many rows it did not show.
-_COUNTED_EXAMPLES = ("reordered", "corrupted", "headers_lost", "foreign")
+_COUNTED_EXAMPLES = ("reordered", "corrupted", "headers_lost", "metadata_damaged", "foreign")
 
 
 @dataclass
@@ -310,11 +324,17 @@ class MirrorReport:
     phantom: int = 0
     corrupted: int = 0
     headers_lost: int = 0
+    metadata_damaged: int = 0
     foreign: int = 0
     lane_split: int = 0
     never_acked: int = 0
     lost_by_replicator: int = 0
     missing_in_source: int = 0
+    #: of ``metadata_damaged``, the records whose producer, lane or sequence was lost with it
+    damaged_unmatched: int = 0
+    #: header name (``km.p``, ``km.l``, ``km.s``, ``km.t``) or ``key`` -> {"missing": n,
+    #: "altered": n}: what the damaged records lacked (a record may count under several)
+    damage: dict[str, dict[str, int]] = field(default_factory=dict)
     #: the run also captured the source topics: the loss figures are reconciled against them
     reconciled: bool = False
     lanes: list[LaneStats] = field(default_factory=list)
@@ -544,6 +564,12 @@ class MirrorReport:
         __tracebackhide__ = True
         self._raise([self._check_headers()])
 
+    def assert_metadata_intact(self) -> None:
+        """Every record of ours arrived with its metadata as the producer wrote it (no
+        ``km.*`` header missing or altered, the key unchanged); extra headers are fine."""
+        __tracebackhide__ = True
+        self._raise([self._check_damage()])
+
     def assert_no_foreign(self) -> None:
         """The target topics hold nothing but our records."""
         __tracebackhide__ = True
@@ -564,7 +590,8 @@ class MirrorReport:
         self._raise([], latency=limits)
 
     def assert_ok(self, *, allow_duplicates: bool = False, max_reordered: int = 0, allow_phantoms: bool = False,
-                  allow_headers_lost: bool = False, allow_foreign: bool = False, allow_lane_split: bool = False,
+                  allow_headers_lost: bool = False, allow_metadata_damage: bool = False, allow_foreign: bool = False,
+                  allow_lane_split: bool = False,
                   allow_source_loss: bool = False, p50_ms: float | None = None, p90_ms: float | None = None,
                   p99_ms: float | None = None, p999_ms: float | None = None, max_ms: float | None = None) -> None:
         """Check everything at once and report every failure together.
@@ -585,6 +612,8 @@ class MirrorReport:
             checks.append(self._check_phantoms())
         if not allow_headers_lost:
             checks.append(self._check_headers())
+        if not allow_metadata_damage:
+            checks.append(self._check_damage())
         if not allow_foreign:
             checks.append(self._check_foreign())
         if not allow_lane_split:
@@ -604,9 +633,36 @@ class MirrorReport:
         raise_mismatch(self._head, [*problems, self._check_latency(breaches)])
 
     def _head(self) -> str:
-        head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
+        """The totals; when records arrived with their metadata damaged or gone, what
+        arrived heads the message instead (a loss that follows may be that damage)."""
+        arrived = self._arrived_damaged()
+        if arrived:
+            head = f"mirror mismatch in {self.run_dir}: {arrived}\nrecords: {self._totals_line()}"
+        else:
+            head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
         reason = self.capture.get("reason")
         return head + (f"\ncapture ended: {reason}" if reason else "")
+
+    def _arrived_damaged(self) -> str:
+        """What arrived damaged, as one sentence ('' when nothing did)."""
+        parts = []
+        if self.metadata_damaged:
+            part = (f"{_plural(self.metadata_damaged, 'record')} of ours arrived with damaged metadata "
+                    f"({self._damage_text()})")
+            if self.damaged_unmatched:
+                part += (f", {self.damaged_unmatched} of them too damaged to match to a record sent "
+                         f"(the records they carry count as missing below)")
+            else:
+                part += ", each still identified"
+            parts.append(part)
+        if self.headers_lost:
+            parts.append(f"{_plural(self.headers_lost, 'record')} of ours arrived without any km.* header")
+        return "; ".join(parts)
+
+    def _damage_text(self) -> str:
+        """``km.t missing on 5000, key altered on 12``."""
+        return ", ".join(f"{name} {how} on {count}" for name, hows in sorted(self.damage.items())
+                         for how, count in sorted(hows.items()) if count)
 
     def _latency_head(self, breaches: list[tuple[str, str]]) -> str:
         head = f"latency over the limit in {self.run_dir}: {'; '.join(short for short, _ in breaches)}"
@@ -746,6 +802,24 @@ class MirrorReport:
             *self._examples("headers_lost"),
         ])
 
+    def _check_damage(self) -> str | None:
+        if self.metadata_damaged == 0:
+            return None
+        lines = [(
+            f"metadata damaged: {_plural(self.metadata_damaged, 'record')} of ours arrived with metadata other than "
+            f"the producer wrote ({self._damage_text()}): a transform, header converter or the replicator removed "
+            f"or rewrote it (assert_ok(allow_metadata_damage=True) tolerates it)"
+        )]
+        if self.damaged_unmatched:
+            lines.append(f"  {self.damaged_unmatched} of them lost their producer id, lane or sequence with it: they "
+                         f"cannot be matched to a record sent, so the records they carry count as missing")
+        else:
+            lines.append("  every one was identified and counts for delivery, duplicates and order")
+        if self.latency.untimed:
+            lines.append(f"  {_plural(self.latency.untimed, 'record')} had no usable produce time (km.t): "
+                         f"not in the latency figures")
+        return "\n".join(lines + self._examples("metadata_damaged"))
+
     def _check_foreign(self) -> str | None:
         if self.foreign == 0:
             return None
@@ -779,8 +853,11 @@ class MirrorReport:
             figure = _FIGURE_LABELS[name]
             value = getattr(self.latency, name)
             if value is None:
-                full = f"latency {figure}: no record arrived, limit {_ms(limit)}"
-                breaches.append((f"{figure}: no record arrived (limit {_ms(limit)})", full))
+                what = "no record arrived"
+                if self.latency.untimed:  # they did, without a produce time
+                    what = f"no record with a produce time arrived ({self.latency.untimed} without one)"
+                full = f"latency {figure}: {what}, limit {_ms(limit)}"
+                breaches.append((f"{figure}: {what} (limit {_ms(limit)})", full))
             elif value > limit:
                 by_topic = ", ".join(
                     f"{topic} {_ms(getattr(stats, name))}" for topic, stats in sorted(self.latency_by_topic.items())
@@ -795,8 +872,9 @@ class MirrorReport:
         if not failures:
             return None
         lat = self.latency
+        untimed = f" ({lat.untimed} more without a produce time)" if lat.untimed else ""
         figures = (
-            f"  over {lat.count} records: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
+            f"  over {lat.count} records{untimed}: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
             f"p90 {_ms(lat.p90_ms)}, p99 {_ms(lat.p99_ms)}, p99.9 {_ms(lat.p999_ms)}, max {_ms(lat.max_ms)}"
         )
         return "\n".join([*failures, figures])

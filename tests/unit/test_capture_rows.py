@@ -22,13 +22,15 @@ from pytest_kafka_mirror.capture.segments import SegmentRows, SegmentWriter
 from pytest_kafka_mirror.produce.records import Kind, RecordEncoder, decode, warmup_value
 
 ARRIVAL = 1_700_000_000_000_000
-SHAPES = ("headers", "body", "reordered", "no-key", "headerless", "foreign", "warmup", "corrupt")
+SHAPES = ("headers", "body", "reordered", "no-key", "headerless", "foreign", "warmup", "corrupt",
+          # metadata damaged: a header stripped, re-encoded or truncated, the key replaced
+          "no-ts", "text-seq", "short-ts", "other-key", "body-no-key", "no-pid")
 
 
 def _message(shape: str, part: int, off: int, pid: str, lane: int, seq: int) -> Any:
     from confluent_kafka import Message
 
-    fmt = "body" if shape == "body" else "headers"
+    fmt = "body" if shape.startswith("body") else "headers"
     enc = RecordEncoder(fmt, pid, 120, 3)
     key: bytes | None = enc.key(lane)
     value, headers = enc.encode(lane, seq, 1_000_000 + seq)
@@ -44,6 +46,16 @@ def _message(shape: str, part: int, off: int, pid: str, lane: int, seq: int) -> 
         key, value, headers = None, warmup_value(part, "nonce", 5), None
     elif shape == "corrupt":  # a payload byte changed on the way
         value = value[:-1] + (b"A" if value[-1:] != b"A" else b"B")
+    elif shape in ("no-ts", "no-pid"):
+        headers = [(n, v) for n, v in headers or [] if n != ("km.t" if shape == "no-ts" else "km.p")]
+    elif shape == "text-seq":
+        headers = [(n, b'"%s"' % v if n == "km.s" else v) for n, v in headers or []]
+    elif shape == "short-ts":
+        headers = [(n, v[:8] if n == "km.t" else v) for n, v in headers or []]
+    elif shape == "other-key":
+        key = b"9"
+    elif shape == "body-no-key":
+        key = None
     return Message(topic="target", partition=part, offset=off, key=key, value=value, headers=headers,
                    timestamp=(1, 7_000 + off))
 
@@ -56,7 +68,7 @@ def _expected(m: Any) -> tuple[Any, ...] | None:
         return None
     size = (len(key) if key else 0) + (len(value) if value else 0) + sum(len(k) + len(v) for k, v in headers or [])
     return ("source", "target", m.partition(), m.offset(), d.kind.value, d.producer_id, d.lane, d.seq, d.ts_us,
-            ARRIVAL, m.timestamp()[1], size, d.checksum_ok, d.kind is Kind.FOREIGN)
+            ARRIVAL, m.timestamp()[1], size, d.checksum_ok, d.kind is Kind.FOREIGN, d.damage)
 
 
 records = st.lists(st.tuples(
@@ -82,7 +94,7 @@ def test_the_hot_loop_gives_the_slow_path_s_rows_and_counts(records: list[Any], 
         assert rb.add(msgs[a:b], ARRIVAL, rows, next_offsets) == b - a
 
     expected = [row for row in map(_expected, msgs) if row is not None]
-    got = [(*row[:-1], row[-1] is not None) for row in rows]
+    got = [(*row[:-2], row[-2] is not None, row[-1]) for row in rows]
     assert got == expected
     writer = SegmentWriter(tmp_path / "capture")
     try:
@@ -91,7 +103,7 @@ def test_the_hot_loop_gives_the_slow_path_s_rows_and_counts(records: list[Any], 
         writer.close()
     assert table.schema == writer.schema and [tuple(r.values()) for r in table.to_pylist()] == list(rows)
 
-    ours = [(r[5], r[6], r[7]) for r in expected if r[4] in ("headers", "body")]
+    ours = [(r[5], r[6], r[7]) for r in expected if r[4] in ("headers", "body") and None not in r[5:8]]
     by_lane: dict[tuple[str, str, int], set[int]] = {}
     for pid, lane, seq in ours:
         by_lane.setdefault(("source", pid, lane), set()).add(seq)
@@ -99,17 +111,22 @@ def test_the_hot_loop_gives_the_slow_path_s_rows_and_counts(records: list[Any], 
     assert all(seq in rb.seen[k] for k, seqs in by_lane.items() for seq in seqs)
     kinds = Counter(r[4] for r in expected)
     assert rb.counts == {"records": len(msgs), "ours": len(ours), "foreign": kinds["foreign"],
-                         "headerless": kinds["headerless"], "warmup": len(msgs) - len(expected),
+                         "headerless": kinds["headerless"], "damaged": sum(r[-1] is not None for r in expected),
+                         "warmup": len(msgs) - len(expected),
                          "duplicates_seen": len(ours) - sum(map(len, by_lane.values()))}
     assert rb.live.to_dict()["by_topic"] == ({"source": len(ours)} if ours else {})
+    timed = [r for r in expected if r[4] in ("headers", "body") and None not in r[5:9]]
+    assert rb.live.to_dict()["latency"]["count"] == len(timed)  # no produce time: counted, no latency
 
 
 def test_rows_keep_their_order_and_share_runs() -> None:
     rows = SegmentRows()
-    a = ("s", "t", 0, 0, "headers", "p", 1, 10, 5, 9, 3, 100, True, None)
+    a = ("s", "t", 0, 0, "headers", "p", 1, 10, 5, 9, 3, 100, True, None, None)
     rows += [a, (*a[:3], 1, *a[4:7], 11, *a[8:])]  # one run
-    rows.append((*a[:3], 2, "foreign", None, None, None, None, 9, 3, 8, None, "key=b'k'"))  # evidence: its own run
+    rows.append((*a[:3], 2, "foreign", None, None, None, None, 9, 3, 8, None, "key=b'k'", None))  # its own run
     rows.append((*a[:3], 3, *a[4:7], 12, *a[8:]))
-    assert [r[3] for r in rows] == [0, 1, 2, 3] and len(rows) == 4
-    assert [run[0] for run in rows.runs] == [0, 2, 3]
+    rows.append((*a[:3], 4, *a[4:7], 13, None, *a[9:14], "km.t=missing"))  # damaged: a run of its own
+    rows.append((*a[:3], 5, *a[4:7], 14, None, *a[9:14], "km.t=missing"))  # ... shared by the same damage
+    assert [r[3] for r in rows] == [0, 1, 2, 3, 4, 5] and len(rows) == 6
+    assert [run[0] for run in rows.runs] == [0, 2, 3, 4]
     assert list(SegmentRows(rows)) == list(rows)

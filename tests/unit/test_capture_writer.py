@@ -24,7 +24,7 @@ from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTU
 
 
 def _row(i: int, topic: str = "t") -> tuple[Any, ...]:
-    return (topic, topic, i % 3, i, "headers", "p1", i % 3, i, 1_000 + i, 2_000 + i, 3 + i, 100, True, None)
+    return (topic, topic, i % 3, i, "headers", "p1", i % 3, i, 1_000 + i, 2_000 + i, 3 + i, 100, True, None, None)
 
 
 def _read(out_dir: Path) -> list[tuple[Any, ...]]:

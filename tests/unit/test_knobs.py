@@ -64,7 +64,7 @@ def _report(tmp_path: Path, out: list[MirrorRecord], producers: tuple[str, ...] 
         d = decode(rec.key, rec.value, rec.headers)
         run.add_row(topic=TOPIC, partition=rec.partition, kind=d.kind.value, producer_id=d.producer_id, lane=d.lane,
                     seq=d.seq, produce_ts_us=d.ts_us, arrival_ts_us=(d.ts_us or BASE_TS_US) + 1000,
-                    checksum_ok=d.checksum_ok)
+                    checksum_ok=d.checksum_ok, damage=d.damage)
     return oracle_report(run.write())
 
 
@@ -155,6 +155,49 @@ def test_corrupt_and_strip_headers(tmp_path: Path) -> None:
     assert ledger.count(TOPIC, "strip_headers") == 0 and report.headers_lost == 0  # nothing to strip
 
 
+@pytest.mark.parametrize("fmt", ["headers", "body"])
+def test_metadata_damage_knobs(tmp_path: Path, fmt: str) -> None:
+    """strip_header, rewrite_header, drop_key on the records damage_rate picks: each damaged
+    record is reported as such, matched when its identity survived, missing when not."""
+    everything = LANES * COUNT
+    headers = fmt == "headers"
+    report, ledger, _ = _run(tmp_path / "strip", Knobs(strip_header=("km.t",), damage_rate=0.3, seed=6), fmt=fmt)
+    n = ledger.count(TOPIC, "strip_header")
+    assert (0 < n < everything) if headers else n == 0  # the body format has no header to strip
+    assert report.metadata_damaged == report.latency.untimed == n and report.damaged_unmatched == 0
+    assert report.damage == ({"km.t": {"missing": n, "altered": 0}} if n else {})
+    assert report.received == report.distinct == everything and report.lost + report.unseen == 0
+    _clean_apart_from(report, "metadata_damaged")
+
+    report, ledger, _ = _run(tmp_path / "rewrite", Knobs(rewrite_header=("km.s",), damage_rate=0.3, seed=6), fmt=fmt)
+    n = ledger.count(TOPIC, "rewrite_header")
+    assert (0 < n < everything) if headers else n == 0
+    assert report.metadata_damaged == report.damaged_unmatched == n  # no sequence: matched to nothing
+    assert report.damage == ({"km.s": {"missing": 0, "altered": n}} if n else {})
+    assert report.lost + report.unseen == n and _missing(report) == ledger.lanes(TOPIC, "rewrite_header")
+    _clean_apart_from(report, "metadata_damaged", "lost", "unseen")
+
+    report, ledger, _ = _run(tmp_path / "key", Knobs(drop_key=True, damage_rate=0.3, seed=6), fmt=fmt)
+    n = ledger.count(TOPIC, "drop_key")
+    assert 0 < n < everything and report.metadata_damaged == n
+    assert report.damage == {"key": {"missing": n, "altered": 0}}
+    if headers:  # km.l names the lane: every record still counts
+        assert report.damaged_unmatched == 0 and report.received == everything
+        _clean_apart_from(report, "metadata_damaged")
+    else:  # the key was the lane: matched to nothing
+        assert report.damaged_unmatched == n == report.lost + report.unseen
+        assert _missing(report) == ledger.lanes(TOPIC, "drop_key")
+
+
+@pytest.mark.parametrize("fmt", ["headers", "body"])
+def test_a_faithful_copy_with_an_added_header_passes(tmp_path: Path, fmt: str) -> None:
+    report, ledger, out = _run(tmp_path, Knobs(add_header="mirror.source"), fmt=fmt)
+    assert ledger.count(TOPIC, "add_header") == LANES * COUNT
+    assert all(r.headers and r.headers[0] == ("mirror.source", b"added-by-the-mirror") for r in out)
+    assert report.received == LANES * COUNT and report.metadata_damaged == 0
+    report.assert_ok()
+
+
 def test_lane_split(tmp_path: Path) -> None:
     report, ledger, _ = _run(tmp_path, Knobs(split_lanes=((0, 30), (3, 0))))
     assert ledger.lanes(TOPIC, "split") == {("p1", 0): list(range(30, COUNT)), ("p1", 3): list(range(COUNT))}
@@ -241,6 +284,11 @@ def test_knobs_parse_print_and_round_trip() -> None:
     spec = parse_replicator_spec("reference:drop=0.5")
     assert spec.faults == Knobs(drop=0.5) and str(spec) == "reference:drop=0.5"
     assert parse_replicator_spec("reference").faults == Knobs()
+    damage = parse_knobs("strip_header=km.t/km.s,rewrite_header=km.p,drop_key=true,add_header=x.y,damage_rate=0.5")
+    assert damage == Knobs(strip_header=("km.t", "km.s"), rewrite_header=("km.p",), drop_key=True, add_header="x.y",
+                           damage_rate=0.5)
+    assert parse_knobs(str(damage)) == damage and Knobs.from_dict(damage.to_dict()) == damage
+    assert Knobs(strip_header="km.t").strip_header == ("km.t",)
 
 
 @pytest.mark.parametrize(("make", "message"), [
@@ -250,6 +298,8 @@ def test_knobs_parse_print_and_round_trip() -> None:
     (lambda: Knobs.from_dict({"dorp": 0.1}), r"unknown fault knobs \['dorp'\]; known: seed, drop, "),
     (lambda: parse_knobs("drop"), r"fault knob 'drop' is not NAME=VALUE with NAME one of: seed, drop"),
     (lambda: parse_knobs("drop=lots"), r"fault knob 'drop=lots': 'lots' is not a valid value"),
+    (lambda: parse_knobs("drop_key=maybe"), r"fault knob 'drop_key=maybe': 'maybe' is not a valid value"),
+    (lambda: Knobs(strip_header=("",)), r"fault knob strip_header=\(''.*must be header names"),
     (lambda: parse_replicator_spec("reference:delay_ms=-5"),
      r"replicator spec 'reference:delay_ms=-5': fault knob delay_ms=-5\.0: must be a number of milliseconds >= 0"),
 ])

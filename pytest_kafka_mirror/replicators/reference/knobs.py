@@ -16,7 +16,12 @@ else passes through untouched.  A record goes through these stages, in order:
 1. ``lose_producers``: every record of those producer ids is dropped (a whole producer lost);
 2. ``drop`` (a rate) and ``drop_seqs`` (``(lane, first, last)`` ranges): dropped;
 3. ``corrupt``: one payload byte flipped (the payload CRC no longer matches);
-4. ``strip_headers``: the ``km.*`` metadata headers removed (headers format only);
+4. ``strip_headers``: the ``km.*`` metadata headers removed (headers format only); then
+   the metadata damage a Connect transform or converter does, to the records
+   ``damage_rate`` picks (all by default): ``strip_header`` (names) removes those headers,
+   ``rewrite_header`` (names) re-encodes their values as text (a JSON string: ``"…"``),
+   ``drop_key`` removes the key, ``add_header`` (a name) prepends a header of that name (an
+   extra header: harmless, the record stays intact);
 5. ``split`` (a rate) and ``split_lanes`` (``(lane, from_seq)``): sent to the next target
    partition instead of its own, so its lane arrives in two partitions;
 6. ``duplicate``: sent twice; ``replay`` (``(lane, first, last)``): once ``last`` was sent,
@@ -53,12 +58,16 @@ from typing import Any
 
 from ...produce.records import HDR_PRODUCER, Kind, compact_ranges, decode
 
-__all__ = ["CHECKPOINT_KNOBS", "LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord",
+__all__ = ["ADDED_HEADER_VALUE", "CHECKPOINT_KNOBS", "DAMAGE_KNOBS", "LEDGER_KNOBS", "FaultEngine", "FaultLedger", "Knobs", "Ledger", "MirrorRecord",
            "ledger_dump", "parse_knobs", "resolve", "unit"]
 
 #: Ledger entries, in pipeline order ("stop_tail" lists the records held back right now).
-LEDGER_KNOBS = ("lose_producer", "drop", "corrupt", "strip_headers", "split", "duplicate", "replay", "reorder",
-                "stop_tail", "delay")
+LEDGER_KNOBS = ("lose_producer", "drop", "corrupt", "strip_headers", "strip_header", "rewrite_header", "drop_key",
+                "add_header", "split", "duplicate", "replay", "reorder", "stop_tail", "delay")
+#: The metadata damage knobs (stage 4), in the order they act on a record.
+DAMAGE_KNOBS = ("strip_header", "rewrite_header", "drop_key", "add_header")
+#: The value of the header ``add_header`` adds.
+ADDED_HEADER_VALUE = b"added-by-the-mirror"
 
 _RANGE_KNOBS = ("drop_seqs", "replay")
 #: Knobs of the offset translation, not of the records: a topic with only these stays on
@@ -85,6 +94,11 @@ class Knobs:
     jitter_ms: float = 0.0
     corrupt: float = 0.0
     strip_headers: float = 0.0
+    strip_header: tuple[str, ...] = ()
+    rewrite_header: tuple[str, ...] = ()
+    drop_key: bool = False
+    add_header: str = ""
+    damage_rate: float = 1.0
     split: float = 0.0
     split_lanes: tuple[tuple[int, int], ...] = ()
     stop_tail: int = 0
@@ -97,7 +111,7 @@ class Knobs:
         def bad(name: str, value: Any, want: str) -> ValueError:
             return ValueError(f"fault knob {name}={value!r}: {want}")
 
-        for name in ("drop", "duplicate", "corrupt", "strip_headers", "split"):
+        for name in ("drop", "duplicate", "corrupt", "strip_headers", "split", "damage_rate"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise bad(name, value, "must be a rate between 0 and 1")
@@ -123,6 +137,16 @@ class Knobs:
             raise bad("split_lanes", self.split_lanes, "must be (lane, from_seq) pairs")
         object.__setattr__(self, "split_lanes", split)
         object.__setattr__(self, "lose_producers", tuple(str(p) for p in self.lose_producers))
+        for name in ("strip_header", "rewrite_header"):
+            value = getattr(self, name)
+            names = (value,) if isinstance(value, str) else tuple(value)
+            if not all(isinstance(n, str) and n for n in names):
+                raise bad(name, value, "must be header names, e.g. km.t (several: km.t/km.s)")
+            object.__setattr__(self, name, names)
+        if not isinstance(self.drop_key, bool):
+            raise bad("drop_key", self.drop_key, "must be true or false")
+        if not isinstance(self.add_header, str):
+            raise bad("add_header", self.add_header, "must be a header name")
 
     @property
     def active(self) -> bool:
@@ -172,8 +196,12 @@ def parse_knobs(text: str) -> Knobs:
         try:
             if name in (*_RANGE_KNOBS, "split_lanes"):
                 values[name] = tuple(tuple(int(x) for x in item.split(":")) for item in raw.split("/") if item)
-            elif name == "lose_producers":
+            elif name in ("lose_producers", "strip_header", "rewrite_header"):
                 values[name] = tuple(p for p in raw.split("/") if p)
+            elif name == "add_header":
+                values[name] = raw
+            elif name == "drop_key":
+                values[name] = _boolean(raw)
             elif name in ("seed", "reorder", "stop_tail", "translate_ahead", "checkpoint_rewind"):
                 values[name] = int(raw)
             else:
@@ -181,6 +209,14 @@ def parse_knobs(text: str) -> Knobs:
         except ValueError:
             raise ValueError(f"fault knob {part!r}: {raw!r} is not a valid value") from None
     return Knobs(**values)
+
+
+def _boolean(raw: str) -> bool:
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(raw)
 
 
 def unit(seed: int, knob: str, *parts: object) -> float:
@@ -281,7 +317,7 @@ class FaultEngine:
         return None
 
     def _alter(self, rec: MirrorRecord) -> None:
-        """Corrupt, strip headers, split: changes to the record itself."""
+        """Corrupt, strip headers, damage metadata, split: changes to the record itself."""
         k = self.knobs
         if k.corrupt and rec.value and self._coin("corrupt", rec) < k.corrupt:
             rec.value = rec.value[:-1] + bytes([rec.value[-1] ^ 0x01])
@@ -290,12 +326,34 @@ class FaultEngine:
                 self._coin("strip_headers", rec) < k.strip_headers):
             rec.headers = [(h, v) for h, v in rec.headers if not h.startswith("km.")] or None
             self.ledger.add("strip_headers", rec)
+        if k.damage_rate and any(getattr(k, name) for name in DAMAGE_KNOBS) and (
+                k.damage_rate >= 1.0 or self._coin("damage", rec) < k.damage_rate):
+            self._damage(rec)
         if self.partitions > 1 and (
             any(lane == rec.lane and rec.seq >= start for lane, start in k.split_lanes)  # type: ignore[operator]
             or (k.split and self._coin("split", rec) < k.split)
         ):
             rec.partition = (rec.partition + 1) % self.partitions
             self.ledger.add("split", rec)
+
+    def _damage(self, rec: MirrorRecord) -> None:
+        """The metadata damage knobs on one record; each is in the ledger when it changed
+        something (a body-format record has no header to strip or rewrite)."""
+        k = self.knobs
+        headers = list(rec.headers or [])
+        if k.strip_header and any(h in k.strip_header for h, _ in headers):
+            headers = [(h, v) for h, v in headers if h not in k.strip_header]
+            self.ledger.add("strip_header", rec)
+        if k.rewrite_header and any(h in k.rewrite_header for h, _ in headers):
+            headers = [(h, b'"%s"' % v if h in k.rewrite_header and v is not None else v) for h, v in headers]
+            self.ledger.add("rewrite_header", rec)
+        if k.add_header:
+            headers.insert(0, (k.add_header, ADDED_HEADER_VALUE))
+            self.ledger.add("add_header", rec)
+        rec.headers = headers or None
+        if k.drop_key and rec.key is not None:
+            rec.key = None
+            self.ledger.add("drop_key", rec)
 
     def _copies(self, rec: MirrorRecord) -> list[MirrorRecord]:
         """The record, a duplicate of it, and the replayed ranges it completes."""
