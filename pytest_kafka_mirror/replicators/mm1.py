@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..processes.managed import ManagedProcess
+from ._periodic import Periodic
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
 from .mm2 import JAVA_MAX_REQUEST_SIZE, RECORD_OVERHEAD, format_properties, is_tansu, topics_regex
@@ -100,28 +100,16 @@ class TopicFollower:
         self.source, self.target = source, target
         self.pattern = re.compile(topics)
         self.interval = interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.created: list[str] = []
+        # a broker restarting: try again next round
+        self._thread = Periodic("kafka-mirror-mm1-topics", interval, self.follow,
+                                lambda exc: log.debug("mm1 topic follower: %s", exc))
 
     def start(self) -> None:
-        if self._thread is None or not self._thread.is_alive():
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._run, name="kafka-mirror-mm1-topics", daemon=True)
-            self._thread.start()
+        self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.follow()
-            except Exception as exc:  # a broker restarting: try again next round
-                log.debug("mm1 topic follower: %s", exc)
-            self._stop.wait(self.interval)
+        self._thread.stop()
 
     def follow(self) -> None:
         """One round: create or grow what the target lacks."""

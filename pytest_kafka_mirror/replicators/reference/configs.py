@@ -12,10 +12,11 @@ as the consumer-group settings; ``sync.topic.configs.enabled=false`` turns it of
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from .._periodic import Periodic
 
 __all__ = ["EXCLUDE_DEFAULT", "ConfigSync", "ConfigSyncSettings"]
 
@@ -88,25 +89,16 @@ class ConfigSync:
         self.topics = topics
         self.log = log
         self.synced: dict[str, dict[str, str]] = {}  # remote topic -> what was last set on it
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._thread = Periodic("config-sync", settings.interval, self.sync_once,
+                                lambda exc: log(f"topic config sync failed: {type(exc).__name__}: {exc}"),
+                                wait_first=True)
 
     def start(self) -> None:
         if self.settings.enabled:
-            self._thread = threading.Thread(target=self._run, name="config-sync", daemon=True)
             self._thread.start()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.settings.interval):
-            try:
-                self.sync_once()
-            except Exception as exc:  # a broker that does not answer now may next time
-                self.log(f"topic config sync failed: {type(exc).__name__}: {exc}")
+        self._thread.stop()
 
     def wanted(self, source_topic: str) -> dict[str, str]:
         """The configs of ``source_topic`` its remote topic gets (also when it is created,

@@ -29,15 +29,23 @@ __all__ = ["Discovery", "create_topic", "grow_topic"]
 def grow_topic(admin: Any, name: str, partitions: int) -> bool:
     """Give ``name`` ``partitions`` partitions (as MM2 grows a remote topic after its source
     grew); False when it already had them."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewPartitions
 
-    fs = admin.create_partitions([NewPartitions(name, partitions)], operation_timeout=10)
+    return _done(admin.create_partitions([NewPartitions(name, partitions)], operation_timeout=10)[name],
+                 KafkaError.INVALID_PARTITIONS)
+
+
+def _done(future: Any, already: int) -> bool:
+    """Whether an admin request changed something: False when it failed with ``already``
+    (the change was there already), its other errors raised."""
+    from confluent_kafka import KafkaException
+
     try:
-        fs[name].result(timeout=15)
+        future.result(timeout=15)
         return True
     except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.INVALID_PARTITIONS:
+        if exc.args[0].code() != already:
             raise
         return False
 
@@ -46,17 +54,11 @@ def create_topic(admin: Any, name: str, partitions: int, config: dict[str, str] 
     """Create ``name`` with the broker's default replication factor (-1: a multi-broker
     target replicates it, and its ``min.insync.replicas`` can be met) and ``config``; False
     when it already existed."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
 
-    fs = admin.create_topics([NewTopic(name, partitions, -1, config=config or {})], operation_timeout=10)
-    try:
-        fs[name].result(timeout=15)
-        return True
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise
-        return False
+    return _done(admin.create_topics([NewTopic(name, partitions, -1, config=config or {})], operation_timeout=10)[name],
+                 KafkaError.TOPIC_ALREADY_EXISTS)
 
 
 class Discovery:
