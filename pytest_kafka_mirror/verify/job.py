@@ -477,6 +477,7 @@ class _Job:
             "timeline": timeline_query(self.query, self.firsts),
             **(self._candidate_queries() if self.examples else {}),
             **({"holes": self._holes_query(None, self.firsts)} if self.one_round else {}),
+            **({"duplicates": self._duplicates_query()} if self.max_ranges > 0 else {}),
         }, self.spark, after=self.cached.wait, one_action=self.one_round)
         kinds = record_kinds(first["kinds"])
         first["topic_firsts"] = self._topic_firsts(first["ranges"])
@@ -496,6 +497,7 @@ class _Job:
         else:
             holes = rows.get("holes", [])
         self._fill_missing(missing, holes)
+        self._fill_duplicates(first.get("duplicates", []))
         reconciled = (self.run_dir / SOURCE_DIR).is_dir()
         if reconciled:
             self._reconcile()
@@ -609,6 +611,27 @@ class _Job:
             stats = self._lane(key)
             stats.missing_ranges = ranges[: self.max_ranges]
             stats.missing_range_count = n_ranges[key]
+
+    def _duplicates_query(self) -> DataFrame:
+        """The ranges of seqs that arrived more than once, per lane (the first
+        ``max_ranges`` and how many there are).  In the first round, run whether or not there
+        are any (as the example candidates): in a clean run a scan of the cache that finds nothing."""
+        return self.query(f"""
+            SELECT {_KEY_SQL}, first, last, total FROM (
+                SELECT *, row_number() OVER (PARTITION BY {_KEY_SQL} ORDER BY first) AS rank,
+                       count(1) OVER (PARTITION BY {_KEY_SQL}) AS total
+                FROM (SELECT {_KEY_SQL}, min(seq) AS first, max(seq) AS last FROM (
+                          SELECT {_KEY_SQL}, seq,
+                                 seq - row_number() OVER (PARTITION BY {_KEY_SQL} ORDER BY seq) AS island
+                          FROM {{firsts}} WHERE n > 1)
+                      GROUP BY {_KEY_SQL}, island)
+            ) WHERE rank <= {self.max_ranges}""", firsts=self.firsts)
+
+    def _fill_duplicates(self, rows: Sequence[Mapping[str, Any]]) -> None:
+        for row in sorted(rows, key=lambda r: (*(r[k] for k in _KEY), r["first"])):
+            stats = self._lane((row["topic"], row["producer_id"], row["lane"]))
+            stats.duplicate_ranges.append(MissingRange(row["first"], row["last"], "duplicated"))
+            stats.duplicate_range_count = row["total"]
 
     def _missing(self, seen: dict[int, tuple[int, int, int]], tail_kind: Callable[[LaneKey, int], str],
                  inner_kind: str) -> _Missing:

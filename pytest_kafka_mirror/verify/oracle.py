@@ -18,7 +18,7 @@ the wording of a phantom's reason are shared with the Spark job.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -148,6 +148,9 @@ def oracle_report(
             never_acked=len(set(range(sent.get(key, 0))) - want - seqs),
         )
         s.duplicated = s.received - s.distinct
+        twice = Counter(r["seq"] for r in got)
+        dups = [MissingRange(a, b, "duplicated") for a, b in compact_ranges(q for q, n in twice.items() if n > 1)]
+        s.duplicate_ranges, s.duplicate_range_count = dups[:max_ranges], len(dups)
         missing = _missing(want, seqs, top, tail=True)
         s.lost = sum(r.count for r in missing if r.kind == "lost")
         s.unseen = sum(r.count for r in missing if r.kind == "unseen")

@@ -139,11 +139,12 @@ def raise_mismatch(head: Callable[[], str], problems: Sequence[str | None]) -> N
 
 @dataclass
 class MissingRange:
-    """Inclusive range ``first..last`` of acknowledged sequences that never arrived."""
+    """Inclusive range ``first..last`` of sequences: acknowledged ones that never arrived, or
+    (kind ``"duplicated"``) ones that arrived more than once."""
 
     first: int
     last: int
-    kind: str  # "lost" | "unseen", or "source" (absent from the source log too)
+    kind: str  # "lost" | "unseen", "source" (absent from the source log too), or "duplicated"
 
     @property
     def count(self) -> int:
@@ -160,7 +161,9 @@ class LaneStats:
     ``missing_ranges`` holds the first ranges in sequence order (the verifier caps how many
     it keeps); ``missing_range_count`` is the exact number of ranges.  The same holds for
     ``source_missing_ranges`` (kind ``"source"``): the acknowledged ranges absent from the
-    source log as well, filled only when the run captured the source (``reconciled``).
+    source log as well, filled only when the run captured the source (``reconciled``), and
+    for ``duplicate_ranges`` (kind ``"duplicated"``): the sequences that arrived more than
+    once, so an exactly-once check names every duplicated range.
     """
 
     topic: str
@@ -185,6 +188,8 @@ class LaneStats:
     missing_range_count: int = 0
     source_missing_ranges: list[MissingRange] = field(default_factory=list)
     source_missing_range_count: int = 0
+    duplicate_ranges: list[MissingRange] = field(default_factory=list)
+    duplicate_range_count: int = 0
 
     @property
     def name(self) -> str:
@@ -207,7 +212,7 @@ class LaneStats:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> LaneStats:
         d = dict(d)
-        for name in ("missing_ranges", "source_missing_ranges"):
+        for name in ("missing_ranges", "source_missing_ranges", "duplicate_ranges"):
             d[name] = [MissingRange(**r) for r in d.get(name, [])]
         return cls(**d)
 
@@ -549,6 +554,12 @@ class MirrorReport:
         check_limits("assert_no_duplicates", COUNT, max_duplicated=max_duplicated)
         self._raise([self._check_duplicates(max_duplicated)])
 
+    def assert_exactly_once(self) -> None:
+        """Every acknowledged record arrived exactly once: nothing lost, no extra copy.  A
+        failure names each lane's missing and duplicated sequence ranges."""
+        __tracebackhide__ = True
+        self._raise([self._check_loss(False), self._check_duplicates(0)])
+
     def assert_no_phantoms(self) -> None:
         """Nothing arrived that the source did not acknowledge."""
         __tracebackhide__ = True
@@ -766,7 +777,9 @@ class MirrorReport:
                 f"duplicates: {self.duplicated} extra {'copy' if self.duplicated == 1 else 'copies'} arrived "
                 f"(allowed {max_duplicated})"
             ),
-            *self._lane_lines(lambda s: s.duplicated > 0, lambda s: f"{s.duplicated} duplicated"),
+            *self._lane_lines(lambda s: s.duplicated > 0, lambda s: f"{s.duplicated} duplicated"
+                              + (f": seqs {format_ranges(s.duplicate_ranges, s.duplicate_range_count)}"
+                                 if s.duplicate_ranges else "")),
         ]
         return "\n".join(lines + self._examples("duplicated"))
 

@@ -199,7 +199,13 @@ def test_assertion_messages(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
     report.assert_in_order(max_reordered=6)
     with pytest.raises(MirrorMismatchError, match="duplicates: 5 extra copies arrived") as e:
         report.assert_no_duplicates(max_duplicated=4)
-    assert "  orders/p1/lane 3 (target partition 3): 3 duplicated" in str(e.value)
+    assert "  orders/p1/lane 3 (target partition 3): 3 duplicated: seqs " in str(e.value)
+    assert "  orders/p1/lane 6 (target partition 6): 2 duplicated: seqs 1, 5" in str(e.value)  # each range named
+    with pytest.raises(MirrorMismatchError) as eo:
+        report.assert_exactly_once()
+    assert "at-least-once violated" in str(eo.value) and "lane 6 (target partition 6): 2 duplicated: seqs 1, 5" in str(eo.value)
+    six = report.lane("orders", "p1", 6)
+    assert ([str(r) for r in six.duplicate_ranges], six.duplicate_range_count) == (["1", "5"], 2)
     report.assert_no_duplicates(max_duplicated=5)
     with pytest.raises(MirrorMismatchError, match="phantoms: 7 records") as e:
         report.assert_no_phantoms()
@@ -366,6 +372,7 @@ def test_caps_keep_counts_exact(spark: SparkSession, tmp_path: Path) -> None:
     report = verify_run(run.write(), spark=spark, examples=3, max_ranges=5, histogram_bounds_ms=[2, 0.5])
     lane = report.lanes[0]
     assert (lane.lost, lane.unseen, lane.duplicated, lane.missing_range_count) == (666, 0, 20, 333)
+    assert ([str(r) for r in lane.duplicate_ranges], lane.duplicate_range_count) == (["0", "3", "6", "9", "12"], 20)
     assert [str(r) for r in lane.missing_ranges] == ["1-2", "4-5", "7-8", "10-11", "13-14"]
     assert len(report.examples["duplicated"]) == 3 and len(report.examples["lost"]) == 3
     assert report.histogram_bounds_ms == [0.5, 2.0] and report.latency.histogram == [0, 334, 0]
