@@ -73,6 +73,12 @@ def _nulls_first(*values: Any) -> tuple[Any, ...]:
     return tuple((v is not None, v) for v in values)
 
 
+def _duplicates(got: Iterable[dict[str, Any]]) -> list[MissingRange]:
+    """The ranges of seqs that arrived more than once."""
+    twice = Counter(r["seq"] for r in got)
+    return [MissingRange(a, b, "duplicated") for a, b in compact_ranges(q for q, n in twice.items() if n > 1)]
+
+
 def _missing(want: set[int], have: set[int], top: int | None, tail: bool) -> list[MissingRange]:
     """Compacted ranges of ``want - have``; kind lost/unseen by ``top`` (the lane max), else "source"."""
     out = []
@@ -148,8 +154,7 @@ def oracle_report(
             never_acked=len(set(range(sent.get(key, 0))) - want - seqs),
         )
         s.duplicated = s.received - s.distinct
-        twice = Counter(r["seq"] for r in got)
-        dups = [MissingRange(a, b, "duplicated") for a, b in compact_ranges(q for q, n in twice.items() if n > 1)]
+        dups = _duplicates(got)
         s.duplicate_ranges, s.duplicate_range_count = dups[:max_ranges], len(dups)
         missing = _missing(want, seqs, top, tail=True)
         s.lost = sum(r.count for r in missing if r.kind == "lost")
