@@ -73,6 +73,19 @@ def _nulls_first(*values: Any) -> tuple[Any, ...]:
     return tuple((v is not None, v) for v in values)
 
 
+def _acked(run: Path) -> tuple[dict[LaneKey, set[int]], dict[LaneKey, int]]:
+    """Per lane: the acknowledged seqs and how many were sent, from the manifests."""
+    acked: dict[LaneKey, set[int]] = defaultdict(set)
+    sent: dict[LaneKey, int] = defaultdict(int)
+    for m in load_manifests(run):
+        for lm in m.lanes:
+            key = (lm.topic, m.producer_id, lm.lane)
+            sent[key] = max(sent[key], lm.sent)
+            for a, b in lm.acked:
+                acked[key].update(range(a, b + 1))
+    return acked, sent
+
+
 def _duplicates(got: Iterable[dict[str, Any]]) -> list[MissingRange]:
     """The ranges of seqs that arrived more than once."""
     twice = Counter(r["seq"] for r in got)
@@ -120,14 +133,7 @@ def oracle_report(
     examples, max_ranges = max(examples, 0), max(max_ranges, 0)
     meta, topics = manifest_lanes(run)
 
-    acked: dict[LaneKey, set[int]] = defaultdict(set)
-    sent: dict[LaneKey, int] = defaultdict(int)
-    for m in load_manifests(run):
-        for lm in m.lanes:
-            key = (lm.topic, m.producer_id, lm.lane)
-            sent[key] = max(sent[key], lm.sent)
-            for a, b in lm.acked:
-                acked[key].update(range(a, b + 1))
+    acked, sent = _acked(run)
     rows = _read_rows(run / CAPTURE_DIR)
     ours = _ours(rows)
     reconciled = (run / SOURCE_DIR).is_dir()
