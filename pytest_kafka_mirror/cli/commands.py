@@ -300,11 +300,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "an unexpected error")
     sub = ap.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="verify a run directory (manifests + capture) with Spark")
-    v.add_argument("run_dir")
+    v.add_argument("run_dir", metavar="RUN_DIR",
+                   help="a run directory: the producers' manifest-*.json and the capture (written by a test, or by "
+                        "kafka-mirror produce and capture)")
     spark = OPTIONS_BY_NAME["spark-master"]
     # None when not given: --spark-remote excludes an explicit master (_spark_conflict).
     v.add_argument("--spark-master", type=_cli_type(spark), default=None, metavar=spark.metavar,
-                   help=f"{_cli_words(spark.help)} Default: {spark.default!r}".replace("%", "%%"))
+                   help=f"the Spark master this verification runs on: local[N] in this process, or a cluster's "
+                        f"master URL (spark://HOST:PORT, yarn, k8s://...). Default: {spark.default!r}".replace("%", "%%"))
     _add_option(v, "--spark-remote", OPTIONS_BY_NAME["spark-remote"])
     v.add_argument("--examples", type=int, default=20, help="example rows per anomaly. Default: %(default)r")
     v.add_argument("--json", metavar="PATH", help="write the report here (default: RUN_DIR/report.json)")
@@ -336,7 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="RUN_DIR/report.json (or RUN_DIR) or a test's REPORT_DIR/<test>.json")
     s.add_argument("--raw", action="store_true", help="print the whole JSON")
     s.set_defaults(func=_cmd_show)
-    b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port")
+    b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port",
+                       description="Run an embedded Tansu broker (memory storage) on a free loopback port and print "
+                                   "its bootstrap address, until Ctrl-C: a source or target for kafka-mirror produce / "
+                                   "capture, or for a test given --kafka-mirror-source bootstrap:HOST:PORT.")
     b.set_defaults(func=_cmd_broker)
     from ..processes.docker import DEFAULT_TANSU_IMAGE  # cheap: docker itself is imported on use
 
@@ -352,7 +358,21 @@ def build_parser() -> argparse.ArgumentParser:
     ct.add_argument("--remove", action="store_true", help="force-remove them (with --run ID or --all)")
     ct.add_argument("--reap", action="store_true", help="remove only those whose owning process is gone")
     ct.set_defaults(func=_cmd_containers)
+    _describe(ap)
     return ap
+
+
+def _describe(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand without a description of its own its one-line help, so that
+    ``kafka-mirror SUBCOMMAND --help`` says what it does (argparse shows ``help=`` only in
+    the parent's list)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                child = action.choices[choice.dest]
+                if not child.description and choice.help:
+                    child.description = choice.help[:1].upper() + choice.help[1:] + "."
+                _describe(child)
 
 
 def _add_option(parser: argparse.ArgumentParser, flag: str, opt: Option) -> None:

@@ -309,3 +309,25 @@ def test_gate_sessions_store_the_baseline_and_gate_the_candidate(tmp_path: Path)
     assert "--kafka-mirror-replicator=mm2:3.5.1" in argv and f"--kafka-mirror-compare={stored}" in argv
     assert [a for a in argv if a.startswith("--kafka-mirror-compare-fail=")] == [
         f"--kafka-mirror-compare-fail={c}" for c in DEFAULT_CHECKS]
+
+
+def test_every_subcommand_and_argument_says_what_it_is() -> None:
+    """``kafka-mirror X --help`` describes X, and every argument has a help text."""
+    import argparse
+
+    from pytest_kafka_mirror.cli.commands import build_parser
+
+    missing: list[str] = []
+
+    def walk(parser: argparse.ArgumentParser, path: str) -> None:
+        if path and not parser.description:
+            missing.append(f"{path}: no description")
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, f"{path} {name}".strip())
+            elif not isinstance(action, argparse._HelpAction) and not action.help:
+                missing.append(f"{path or 'kafka-mirror'} {'/'.join(action.option_strings) or action.dest}: no help")
+
+    walk(build_parser(), "")
+    assert missing == []
