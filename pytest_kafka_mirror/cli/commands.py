@@ -191,11 +191,21 @@ def _load_report(arg: str) -> Any:
 
 
 def _cmd_show(args: argparse.Namespace) -> int:
+    """The report's summary and, when it fails ``assert_ok()`` (with the options), the
+    failure message a test would show (lanes, ranges, examples): exit status 1."""
+    from ..verify import MirrorMismatchError
+
     report = _load_report(args.report)
     if args.raw:
         print(json.dumps(report.to_dict(), indent=1))
     else:
         print(report.summary())
+    try:
+        report.assert_ok(allow_duplicates=args.allow_duplicates, max_reordered=args.max_reordered)
+    except MirrorMismatchError as exc:
+        if not args.raw:
+            print(str(exc))
+        return 1
     return 0
 
 
@@ -334,10 +344,14 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="list the stored runs")
     _add_option(ls, "--storage", OPTIONS_BY_NAME["storage"])
     ls.set_defaults(func=_cmd_list)
-    s = sub.add_parser("show", help="print a verifier report")
+    s = sub.add_parser("show", help="print a verifier report",
+                       description="Print a verifier report: its summary and, when it fails (as assert_ok() would, "
+                                   "with the options below), the failure message a test shows; exit status 1 then.")
     s.add_argument("report", metavar="REPORT",
                    help="RUN_DIR/report.json (or RUN_DIR) or a test's REPORT_DIR/<test>.json")
     s.add_argument("--raw", action="store_true", help="print the whole JSON")
+    s.add_argument("--allow-duplicates", action="store_true", help="duplicates do not fail the report")
+    s.add_argument("--max-reordered", type=int, default=0, help="reordered records tolerated. Default: %(default)r")
     s.set_defaults(func=_cmd_show)
     b = sub.add_parser("broker", help="run an embedded Tansu broker on a free loopback port",
                        description="Run an embedded Tansu broker (memory storage) on a free loopback port and print "

@@ -81,6 +81,16 @@ def test_show_a_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
         assert capsys.readouterr().out.strip() == report.summary()
 
 
+def test_show_a_failing_report_says_why_and_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report = sample_report(expected=10, lost=2, duplicated=1)
+    report.write(tmp_path / "report.json")
+    assert main(["show", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(report.summary()) and "at-least-once violated" in out and "duplicates: 1 extra copy" in out
+    assert main(["show", str(tmp_path), "--allow-duplicates"]) == 1  # the loss still fails it
+    assert "duplicates" not in capsys.readouterr().out
+
+
 def test_an_unexpected_error_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     def boom(args: object) -> int:
         raise RuntimeError("disk on fire\nsecond line")
