@@ -228,8 +228,22 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     return 1 if comparison.failed else 0
 
 
+def _runs_line(path: Path, label: str | None = None) -> str:
+    """``LABEL: 2 verified runs and 1 failover check`` for a stored-run document."""
+    from ..report.storage import StorageError, count_results, kind_of, load_run, run_label
+
+    try:
+        data = load_run(path)
+    except StorageError as exc:
+        return f"{path.name}: unreadable ({exc})"
+    return f"{run_label(data, label or path.name)}: {count_results(kind_of(r) for r in data['results'].values())}"
+
+
 def _cmd_list(args: argparse.Namespace) -> int:
-    from ..report.storage import FileStorage, StorageError, load_run, run_label
+    """The stored runs of every machine, then the last session's document (``session.json``
+    in the report directory, written by every pytest session)."""
+    from ..report.storage import FileStorage
+    from ..report.summary import SESSION_FILE
 
     storage = FileStorage(args.storage)
     machines = [storage.machine_id, *storage.other_machines()]
@@ -241,14 +255,14 @@ def _cmd_list(args: argparse.Namespace) -> int:
         found = True
         print(f"{storage.root / machine}:")
         for path in runs:
-            try:
-                data = load_run(path)
-                n = len(data["results"])
-                print(f"  {run_label(data, path.name)}: {n} verified run{'' if n == 1 else 's'}")
-            except StorageError as exc:
-                print(f"  {path.name}: unreadable ({exc})")
+            print(f"  {_runs_line(path)}")
     if not found:
-        print(f"no stored runs under {storage.root}")
+        print(f"no stored runs under {storage.root} (pytest --kafka-mirror-save NAME or --kafka-mirror-autosave "
+              f"stores one)")
+    session = Path(args.report_dir) / SESSION_FILE
+    if session.is_file():
+        print(f"the last session ({session}; 'kafka-mirror compare RUN {session}' compares it):")
+        print(f"  {_runs_line(session, 'session')}")
     return 0
 
 
@@ -341,8 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_option(c, "--compare-fail", OPTIONS_BY_NAME["compare-fail"])
     _add_option(c, "--storage", OPTIONS_BY_NAME["storage"])
     c.set_defaults(func=_cmd_compare)
-    ls = sub.add_parser("list", help="list the stored runs")
+    ls = sub.add_parser("list", help="list the stored runs and the last session's results")
     _add_option(ls, "--storage", OPTIONS_BY_NAME["storage"])
+    _add_option(ls, "--report-dir", OPTIONS_BY_NAME["report-dir"])
     ls.set_defaults(func=_cmd_list)
     s = sub.add_parser("show", help="print a verifier report",
                        description="Print a verifier report: its summary and, when it fails (as assert_ok() would, "

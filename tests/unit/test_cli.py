@@ -14,7 +14,7 @@ import pytest
 
 from pytest_kafka_mirror.cli import commands as cli
 from pytest_kafka_mirror.cli import main
-from tests.stored import sample_report, sample_result, sample_run
+from tests.stored import sample_failover_report, sample_failover_result, sample_report, sample_result, sample_run
 from tests.synthetic import SyntheticRun
 
 
@@ -109,9 +109,23 @@ def test_list_counts_in_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     storage = FileStorage(tmp_path)
     storage.save(sample_run(sample_result("t.py::test_a", sample_report())), "one")
     storage.save(sample_run(*(sample_result(f"t.py::test_{n}", sample_report()) for n in "ab")), "two")
-    assert main(["list", "--storage", str(tmp_path)]) == 0
+    assert main(["list", "--storage", str(tmp_path), "--report-dir", str(tmp_path / "reports")]) == 0
     out = capsys.readouterr().out
-    assert ": 1 verified run\n" in out and ": 2 verified runs\n" in out
+    assert ": 1 verified run\n" in out and ": 2 verified runs\n" in out and "last session" not in out
+
+
+def test_list_shows_the_last_session_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "session.json").write_text(json.dumps(sample_run(
+        sample_result("t.py::test_a", sample_report()),
+        sample_failover_result("t.py::test_a", sample_failover_report()))))
+    assert main(["list", "--storage", str(tmp_path / "none"), "--report-dir", str(reports)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"no stored runs under {tmp_path / 'none'}")
+    assert f"the last session ({reports / 'session.json'}" in out and ": 1 verified run and 1 failover check\n" in out
 
 
 def test_produce_checks_the_message_size_before_connecting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
