@@ -697,8 +697,13 @@ class MirrorReport:
         rows = self.examples.get(anomaly) or []
         if not rows:
             return []
-        total = getattr(self, anomaly) if anomaly in _COUNTED_EXAMPLES else len(rows)
         shown = min(len(rows), MAX_EXAMPLES_SHOWN)
+        if anomaly in ("lost", "unseen"):
+            # Rows are ranges, as many as the examples limit took; the records they hold are counted.
+            records = getattr(self, anomaly)
+            head = f"  examples ({anomaly}: {_plural(shown, 'range')} shown, {_plural(records, 'record')} {anomaly} in all)"
+            return [head + ":", format_table(rows, _EXAMPLE_COLUMNS[anomaly])]
+        total = getattr(self, anomaly) if anomaly in _COUNTED_EXAMPLES else len(rows)
         head = f"  examples ({anomaly}" + (f", {shown} of {total}" if total > shown else "") + "):"
         return [head, format_table(rows, _EXAMPLE_COLUMNS[anomaly], total=total)]
 

@@ -186,7 +186,7 @@ def test_assert_no_loss_message(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         "  payments/p1/lane 1 (target partition 1): lost 5-9",
     ]:
         assert line in msg.splitlines()
-    assert "examples (unseen):" in msg and "duplicates" not in msg
+    assert "examples (unseen: " in msg and "duplicates" not in msg
     # The traceback points at the test, not into the report module.
     assert all("report.py" not in str(entry.path) for entry in excinfo.traceback.filter(excinfo))
 
