@@ -44,7 +44,8 @@ class CopyLoop:
         self.stats = stats
         self.commit_interval = commit_interval
         self.log = log
-        self.copied = 0
+        self.read = 0  # records of the mirrored topics read from the source
+        self.produced = 0  # records produced to the target (fault stages may drop, hold or add)
         self.stopping = False
 
     def send(self, rec: MirrorRecord) -> None:
@@ -55,6 +56,7 @@ class CopyLoop:
             try:
                 self.producer.produce(self.prefix + rec.topic, rec.value, rec.key, partition=rec.partition,
                                       headers=rec.headers, timestamp=rec.timestamp or 0, on_delivery=self.stats)
+                self.produced += 1
                 return
             except BufferError:
                 self.producer.poll(0.05)
@@ -97,7 +99,7 @@ class CopyLoop:
                 self.groups.relay_heartbeat(m, produce, self.stats)
                 committed[(topic, m.partition())] = m.offset() + 1
                 continue
-            self.copied += 1
+            self.read += 1
             engine = engines.get(topic)
             if engine is not None:
                 rec = MirrorRecord.decoded(topic, m.partition(), m.offset(), m.key(), m.value(), m.headers(),
@@ -110,6 +112,7 @@ class CopyLoop:
                 try:
                     produce(target_tp[0], m.value(), m.key(), partition=m.partition(), headers=m.headers(),
                             timestamp=m.timestamp()[1], on_delivery=on_delivery)
+                    self.produced += 1
                     break
                 except BufferError:
                     poll(0.05)
@@ -144,7 +147,7 @@ class CopyLoop:
 
     def status(self) -> str:
         s = self.stats
-        return (f"copied {self.copied} records, {s.errors} delivery errors"
+        return (f"read {self.read} records, produced {self.produced}, {s.errors} delivery errors"
                 f"{' (last: ' + s.last_error + ')' if s.errors else ''}{self.groups.status()}, "
                 f"offset gaps re-read {self.gaps.refetched}, taken as absent {self.gaps.accepted}")
 

@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     loop.run()
     configs.stop()
     left = loop.finish()
-    _log(f"stopped: copied {loop.copied} records, {stats.errors} delivery errors, {left} unflushed")
+    _log(f"stopped: read {loop.read} records, produced {loop.produced}, {stats.errors} delivery errors, "
+         f"{left} unflushed")
     return 0
 
 
