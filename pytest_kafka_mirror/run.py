@@ -223,9 +223,14 @@ class MirrorRun:
             result = producer.run(topic_lanes, rate=rate, duration=duration, count=count, target_names=self.topics,
                                   progress=lambda p: log.info("producing: %s", p), warmup_topic=self.warmup_topic,
                                   on_start=on_start, on_counts=on_counts)
-        except BaseException:
+        except BaseException as exc:
             if monitor is not None:
                 monitor.stop()
+            if isinstance(exc, KeyboardInterrupt) and getattr(producer, "interrupted", None) is not None:
+                # what the source acknowledged until Ctrl-C: `kafka-mirror verify RUN_DIR` verifies it
+                producer.interrupted.write(self.run_dir)
+                with self._lock:
+                    self.manifests.append(producer.interrupted)
             raise
         finally:
             # Faults still due after the last record (e.g. a restart at the end) happen

@@ -323,6 +323,8 @@ class MirrorProducer:
         self.message_size = message_size
         self.producer_id = producer_id or new_producer_id()
         self.flush_timeout = flush_timeout
+        #: after a Ctrl-C in run(): the manifest of what was acknowledged until then
+        self.interrupted: Manifest | None = None
         # The Kafka client class; tests substitute a fake to check scheduling exactly.
         self.client_factory = client_factory
         self.config = {
@@ -428,13 +430,31 @@ class MirrorProducer:
         self._by_name = {t.name: t for t in state}
         loop = _SendLoop(self.producer_id, producer, enc, state, profile, count=count, duration=duration)
         loop.start(start_at, on_start)
+        self.interrupted = None
         try:
             produce_seconds = loop.run(should_stop, progress, on_counts)
             unflushed = producer.flush(self.flush_timeout)
             unaccounted = self._purge(producer) if unflushed else 0
         except KeyboardInterrupt:
-            producer.flush(min(self.flush_timeout, 5))
+            # What the source acknowledged so far, for the caller to write: Ctrl-C leaves a
+            # run directory that can still be verified (its records up to the interrupt).
+            unflushed = producer.flush(min(self.flush_timeout, 5))
+            unaccounted = self._purge(producer) if unflushed else 0
+            self.interrupted = self._manifest(
+                loop, state, topics, profile, target_names, warmup_seconds, time.monotonic() - loop.t0,
+                unflushed, unaccounted)
+            self.interrupted.stats["interrupted"] = True
             raise
+        manifest = self._manifest(loop, state, topics, profile, target_names, warmup_seconds, produce_seconds,
+                                  unflushed, unaccounted)
+        if on_counts is not None:
+            loop.report_counts(on_counts, time.monotonic(), final=True)
+        return manifest
+
+    def _manifest(self, loop: Any, state: list[Any], topics: Sequence[Any], profile: Any,
+                  target_names: dict[str, str] | None, warmup_seconds: float | None, produce_seconds: float,
+                  unflushed: int, unaccounted: int) -> Manifest:
+        """What the source acknowledged, per lane, with the run's stats (logged)."""
         finished_us = time.time_ns() // 1000
         lanes, stats = run_stats(
             state, throttled=profile is not None, unflushed=unflushed, produce_seconds=produce_seconds,
@@ -442,8 +462,6 @@ class MirrorProducer:
             seconds=loop.seconds, slip=loop.slip,
         )
         self._log_outcome(stats, unaccounted)
-        if on_counts is not None:
-            loop.report_counts(on_counts, time.monotonic(), final=True)
         return Manifest(
             producer_id=self.producer_id,
             format=self.format,

@@ -293,3 +293,23 @@ def test_start_at_starts_the_shared_schedule_at_that_wall_time() -> None:
     assert started[0] >= start - 0.002
     ts = [decode(c[3], c[4], c[5]).ts_us for c in client.calls]
     assert ts == [m.started_us + k * 10_000 for k in range(5)]
+
+
+def test_ctrl_c_leaves_the_manifest_of_what_was_acknowledged() -> None:
+    """A KeyboardInterrupt mid-run: the producer keeps the manifest of the records the
+    source acknowledged until then (MirrorRun writes it), and the interrupt goes on."""
+
+    class Interrupted(FakeClient):
+        def produce(self, *args: Any, **kw: Any) -> None:
+            if self.n == 150:
+                raise KeyboardInterrupt
+            super().produce(*args, **kw)
+
+    client = Interrupted({}, lose={140})  # one record never answered: not acknowledged
+    producer = _producer(client)
+    with pytest.raises(KeyboardInterrupt):
+        producer.run([TopicLanes("a", 1)], rate=1000, duration=2.0)
+    m = producer.interrupted
+    assert m is not None and m.stats["interrupted"] is True
+    [lane] = m.lanes
+    assert lane.sent == 150 and lane.acked_count == 149 and [tuple(r) for r in lane.acked] == [(0, 139), (141, 149)]
