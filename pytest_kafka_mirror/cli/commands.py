@@ -61,6 +61,8 @@ _CLI_HELP = {
     "compare-fail": "Exit 1 when a figure of RUN_B regressed against RUN_A: FIGURE:N% (relative) or FIGURE:N "
                     "(absolute), e.g. latency_p99:10% or missing:0. Repeatable.",
     "storage": "Directory of stored runs (relative to the current directory); also file://PATH.",
+    "report-dir": "The pytest sessions' report directory (relative to the current directory): its session.json "
+                  "is the last session's results.",
 }
 
 #: What ``kafka-mirror show`` reads, for its error messages.

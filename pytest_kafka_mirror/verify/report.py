@@ -526,8 +526,12 @@ class MirrorReport:
         return discovery_seconds(firsts.get("first_arrival_us"), firsts.get("first_produce_us"))
 
     def summary(self) -> str:
-        """One line: every total, then p50 / p99 latency."""
-        totals = ", ".join(f"{name.replace('_', ' ')} {value}" for name, value in self.totals.items())
+        """One line: every total, then p50 / p99 latency.  The three-log figures
+        (``lost_by_replicator``, ``missing_in_source``) say "not measured" when the run did
+        not capture the source (they are 0 then, which would read as a verdict)."""
+        unmeasured = () if self.reconciled else ("lost_by_replicator", "missing_in_source")
+        totals = ", ".join(f"{name.replace('_', ' ')} {'not measured' if name in unmeasured else value}"
+                           for name, value in self.totals.items())
         return f"{totals}; latency p50 {_ms(self.latency.p50_ms)}, p99 {_ms(self.latency.p99_ms)}"
 
     # -- assertions --------------------------------------------------------------------
