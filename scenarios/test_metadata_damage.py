@@ -86,15 +86,14 @@ def _cases() -> list[Any]:
             for name, damage in DAMAGES.items() for fmt in ("headers", "body")]
 
 
-def _inject(mirror_env: Any, topics: list[str], damage: Damage) -> str:
-    """Make the damage happen; return who did it ("mm2", "reference")."""
-    from pytest_kafka_mirror.replicators import Knobs
+def _injector(mirror_env: Any, damage: Damage) -> str:
+    """Who makes the damage happen ("mm2", "reference"); skips, before any topic is made,
+    where nobody can."""
     from pytest_kafka_mirror.replicators.mm2 import MirrorMaker2
     from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 
     rep = mirror_env.replicator
     if isinstance(rep, ReferenceReplicator):
-        rep.set_faults(topics, Knobs(**damage.knobs))
         return "reference"
     if isinstance(rep, MirrorMaker2):
         if damage.mm2 is None:
@@ -104,11 +103,16 @@ def _inject(mirror_env: Any, topics: list[str], damage: Damage) -> str:
                 f"mirror's knobs only")
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=2)  # on a shared replicator that provisions the session's topics
 @pytest.mark.parametrize(("damage", "record_format"), _cases())
 def test_metadata_damage(mirror_env, mirror_topics, mirror_producer, mirror_verifier, damage, record_format):
     spec = DAMAGES[damage]
+    by = _injector(mirror_env, spec)
     topics = mirror_topics(1, partitions=2)
-    by = _inject(mirror_env, topics, spec)
+    if by == "reference":
+        from pytest_kafka_mirror.replicators import Knobs
+
+        mirror_env.replicator.set_faults(topics, Knobs(**spec.knobs))
     run = mirror_producer(topics, rate=RATE, duration=DURATION, format=record_format, message_size=SIZE)
     report = mirror_verifier(run)
     sent = RATE * DURATION
