@@ -242,6 +242,29 @@ class MirrorRun:
         self._record(result if isinstance(result, list) else [result], markers, monitor)
         return result
 
+    def produce_transactions(self, *, transactions: int, records: int, abort_every: int = 3, interval: float = 0.2,
+                             format: str = "headers", message_size: int = 200, producer_id: str | None = None,
+                             config: dict[str, Any] | None = None, topics: Sequence[str] | None = None,
+                             wait_for_target: bool = True) -> Manifest:
+        """Produce in transactions (blocking), committing them but every ``abort_every``-th,
+        which is aborted (:class:`~pytest_kafka_mirror.produce.transactions.TransactionalProducer`),
+        and record the manifest: the committed records are expected, the aborted ones must
+        never arrive (``report.aborted_arrived``).  Readiness and the capture as in :meth:`produce`."""
+        from .produce.transactions import TransactionalProducer
+
+        chosen = self._chosen(topics)
+        producer = TransactionalProducer(self.source_bootstrap, format=format, message_size=message_size,
+                                         producer_id=producer_id, config=config, timeout=self.topic_timeout)
+        self._refresh_partitions(chosen)
+        topic_lanes = self._topic_lanes(chosen)
+        self.start_capture()
+        if wait_for_target:
+            self._wait_for_target(chosen)
+        manifest = producer.run(topic_lanes, transactions=transactions, records=records, abort_every=abort_every,
+                                interval=interval, target_names=self.topics)
+        self._record([manifest], [], None)
+        return manifest
+
     def _chosen(self, topics: Sequence[str] | None) -> list[str]:
         """The topics of one produce() call: ``topics``, or all the run's."""
         chosen = list(topics) if topics else list(self.topics)

@@ -107,6 +107,9 @@ class LaneManifest:
     ``sent`` sequences ``0 .. sent-1`` were handed to the client; ``acked`` are the inclusive
     ranges the source broker confirmed; ``failed`` the ranges whose delivery report was an
     error.  Sequences neither acked nor failed were never reported (the producer was killed).
+    ``aborted``: ranges the broker took in a transaction that was then aborted
+    (``produce/transactions.py``): never expected, and a ``read_committed`` reader must not
+    see them.
     """
 
     topic: str
@@ -115,6 +118,7 @@ class LaneManifest:
     sent: int = 0
     acked: list[list[int]] = field(default_factory=list)
     failed: list[list[int]] = field(default_factory=list)
+    aborted: list[list[int]] = field(default_factory=list)
 
     @property
     def acked_count(self) -> int:

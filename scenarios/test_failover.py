@@ -160,3 +160,33 @@ def test_empty_partition(mirror_topics, mirror_producer, mirror_failover):
     for via in ("checkpoint", "synced"):
         e = report.entry("empty", topic, 2, via=via)
         assert e.end_of_log == 0 and e.committed == 0 and e.skipped == e.rereads == e.beyond_end == 0, e.head()
+
+
+@pytest.mark.kafka_mirror(replicator_properties={**SYNC, "offset-syncs.topic.location": "target"})
+def test_offset_syncs_on_target(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_failover):
+    """``offset-syncs.topic.location=target`` (Kafka's ``testOffsetSyncsTopicsOnTarget``):
+    for a source cluster MM2 may not write to, it keeps its offset syncs on the target, in
+    a topic named after the *source* alias (``mm2-offset-syncs.source.internal``).
+
+    Expects the syncs of the test's topic in that topic on the target (the source's
+    ``mm2-offset-syncs.target.internal`` may exist: other replicators of the session
+    share the source), and a failover as good as after steady state: nothing skipped,
+    every translation as good as those syncs allow (the check reads them from the
+    target), the group at the end exact.
+    """
+    from pytest_kafka_mirror.verify.failover.syncs import read_offset_syncs
+
+    topics = mirror_topics(1, partitions=3)
+    run = mirror_producer(topics, rate=RATE, duration=6, witnesses=[witness("mid", at=2), witness("end")])
+
+    mirror_verifier(run).assert_ok()
+    report = mirror_failover(run)
+
+    report.assert_ok(max_records_behind=0, as_syncs_allow=True, max_heartbeat_lag_ms=heartbeat_slo_ms(report))
+    for e in report.entries:
+        if e.witness == "end":
+            assert e.rereads == 0, f"the group at the end re-reads {e.rereads} records: {e.head()}"
+    name = mirror_env.replicator.checkpoints.offset_syncs_topic
+    syncs, _ = read_offset_syncs(mirror_env.target.bootstrap_servers, name)
+    assert syncs is not None, f"no {name} on the target: {mirror_env.target.topics()}"
+    assert {s.partition for s in syncs if s.topic == topics[0]} == {0, 1, 2}, f"{name}: {syncs[:10]}"

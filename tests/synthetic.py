@@ -126,8 +126,9 @@ class SyntheticRun:
 
     def lane(self, topic: str, *, pid: str, lane: int, partition: int | None = None,
              acked: Iterable[int] | Iterable[tuple[int, int]] = (), failed: Iterable[int] = (),
-             sent: int | None = None, in_manifest: bool = True) -> SyntheticLane:
-        """Declare a lane; ``in_manifest=False`` makes a lane nobody acknowledged (phantoms)."""
+             aborted: Iterable[int] = (), sent: int | None = None, in_manifest: bool = True) -> SyntheticLane:
+        """Declare a lane; ``in_manifest=False`` makes a lane nobody acknowledged (phantoms);
+        ``aborted``: seqs of transactions the source aborted."""
         part = lane if partition is None else partition
         if not in_manifest:
             return SyntheticLane(self, topic, pid, lane, part, None)
@@ -138,9 +139,10 @@ class SyntheticRun:
         m.topics[topic] = self.target(topic)
         acked_ranges = to_ranges(acked)
         failed_ranges = to_ranges(failed)
-        top = max([b for _, b in acked_ranges + failed_ranges], default=-1)
+        aborted_ranges = to_ranges(aborted)
+        top = max([b for _, b in acked_ranges + failed_ranges + aborted_ranges], default=-1)
         lm = LaneManifest(topic=topic, lane=lane, partition=part, sent=top + 1 if sent is None else sent,
-                          acked=acked_ranges, failed=failed_ranges)
+                          acked=acked_ranges, failed=failed_ranges, aborted=aborted_ranges)
         m.lanes.append(lm)
         return SyntheticLane(self, topic, pid, lane, part, lm)
 

@@ -95,6 +95,11 @@ class CheckpointSettings:
     NAME_PROPERTIES: ClassVar[tuple[str, ...]] = ("replication.policy.separator", "replication.policy.internal.topic.separator.enabled",
                        "heartbeats.topic.name")
 
+    @property
+    def offset_syncs_topic(self) -> str:
+        """The offset-syncs topic on its cluster (:attr:`syncs_location`)."""
+        return self.names.offset_syncs_topic_on(self.syncs_location)
+
     def with_properties(self, props: Mapping[str, str] | Iterable[tuple[str, str]],
                         flow: str = "source->target") -> tuple[CheckpointSettings, list[str]]:
         """These settings with MM2 properties applied (``KEY`` or ``FLOW.KEY``, the latter
@@ -149,7 +154,7 @@ class CheckpointSettings:
             "offset_lag_max": self.offset_lag_max, "flush_interval": self.flush_interval,
             "emit_heartbeats": self.emit_heartbeats, "heartbeats_interval": self.heartbeats_interval,
             "checkpoints_topic": self.names.checkpoints_topic, "heartbeats_topic": self.names.remote_heartbeats_topic,
-            "offset_syncs_topic": self.names.offset_syncs_topic,
+            "offset_syncs_topic": self.offset_syncs_topic,
         }
 
 

@@ -212,9 +212,16 @@ class MM2Names:
 
     @property
     def offset_syncs_topic(self) -> str:
-        """Named after the *target* alias (``mm2-offset-syncs.target.internal``); on the
-        source unless ``offset-syncs.topic.location=target``."""
-        return f"mm2-offset-syncs{self._isep}{self.target_alias}{self._isep}internal"
+        """Where ``offset-syncs.topic.location=source`` (the default) puts them: on the
+        source, named after the *target* alias (``mm2-offset-syncs.target.internal``)."""
+        return self.offset_syncs_topic_on("source")
+
+    def offset_syncs_topic_on(self, location: str) -> str:
+        """The offset-syncs topic on the ``location`` cluster, named after the *other*
+        cluster's alias (MM2's ``offsetSyncsTopic()``): ``mm2-offset-syncs.source.internal``
+        on the target."""
+        other = self.target_alias if location == "source" else self.source_alias
+        return f"mm2-offset-syncs{self._isep}{other}{self._isep}internal"
 
     @property
     def remote_heartbeats_topic(self) -> str:

@@ -121,6 +121,7 @@ FIGURES: dict[str, Figure] = {
         _count("duplicated", "extra copies"),
         _count("reordered", "first copies that arrived behind a higher sequence of their lane"),
         _count("phantom", "arrived but never acknowledged"),
+        _count("aborted_arrived", "of phantom: records of transactions the source aborted"),
         _count("corrupted", "bad payload checksum"),
         _count("headers_lost", "arrived without their metadata headers"),
         _count("metadata_damaged", "arrived with some metadata headers or the key missing or altered"),

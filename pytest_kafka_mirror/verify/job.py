@@ -92,7 +92,7 @@ _IDENTIFIED = (f"kind IN ({', '.join(repr(kind) for kind in _IDENTIFIED_KINDS)})
 _SPARK_TYPES = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
 #: Report totals that are sums over lanes.
 _LANE_TOTALS = ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
-                "corrupted", "never_acked", "lost_by_replicator", "missing_in_source")
+                "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived")
 
 LaneKey = tuple[str, str, int]
 
@@ -106,10 +106,12 @@ class LaneMeta:
     sent: int = 0
     acked: list[tuple[int, int]] = field(default_factory=list)
     failed: list[tuple[int, int]] = field(default_factory=list)
+    #: taken by the source in transactions it then aborted (a subset of :attr:`unacked`)
+    aborted: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def unacked(self) -> list[tuple[int, int]]:
-        """Sequences ``0 .. sent-1`` the source did not acknowledge (failed or unreported)."""
+        """Sequences ``0 .. sent-1`` the source did not acknowledge (failed, unreported or aborted)."""
         out: list[tuple[int, int]] = []
         nxt = 0
         for a, b in self.acked:
@@ -138,6 +140,23 @@ def _merge(ranges: Sequence[Sequence[int]]) -> list[tuple[int, int]]:
     return out
 
 
+def _cut(ranges: Sequence[tuple[int, int]], at: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``ranges`` (sorted, disjoint) split at the boundaries of ``at``: each piece lies
+    wholly inside one range of ``at`` or wholly outside all of them."""
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        for x, y in at:
+            if y < a or x > b:
+                continue
+            if x > a:
+                out.append((a, x - 1))
+            out.append((max(a, x), min(b, y)))
+            a = min(b, y) + 1
+        if a <= b:
+            out.append((a, b))
+    return out
+
+
 def manifest_lanes(run_dir: Path) -> tuple[dict[LaneKey, LaneMeta], dict[str, str]]:
     manifests = load_manifests(run_dir)
     if not manifests:
@@ -156,6 +175,7 @@ def manifest_lanes(run_dir: Path) -> tuple[dict[LaneKey, LaneMeta], dict[str, st
             meta.sent = max(meta.sent, lm.sent)
             meta.acked = _merge([*meta.acked, *lm.acked])
             meta.failed = _merge([*meta.failed, *lm.failed])
+            meta.aborted = _merge([*meta.aborted, *lm.aborted])
     return lanes, topics
 
 
@@ -313,9 +333,13 @@ class _Job:
 
         # Range ids index self.ranges: the acknowledged ranges of every lane, then the sent
         # but unacknowledged ones.  Ranges of one lane are disjoint; acked ones not adjacent.
+        # Unacknowledged ranges are cut at the aborted ones (``aborted_ids``): a record of
+        # an aborted transaction that arrives is a phantom *and* counts as aborted_arrived.
         self.ranges: list[tuple[LaneKey, int, int, bool]] = [
             (key, a, b, True) for key, meta in sorted(lanes_meta.items()) for a, b in meta.acked
-        ] + [(key, a, b, False) for key, meta in sorted(lanes_meta.items()) for a, b in meta.unacked]
+        ] + [(key, a, b, False) for key, meta in sorted(lanes_meta.items()) for a, b in _cut(meta.unacked, meta.aborted)]
+        self.aborted_ids = {i for i, (key, a, b, acked) in enumerate(self.ranges)
+                            if not acked and any(x <= a and b <= y for x, y in self.meta[key].aborted)}
         # The range join probes a hash table by (lane, seq bucket): a lane whose acked seqs
         # are split into thousands of ranges (many delivery failures) then costs each record
         # one or two range checks, not thousands.
@@ -514,6 +538,7 @@ class _Job:
             damaged_unmatched=kinds.unmatched,
             damage=kinds.damage,
             lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
+            aborted=sum(b - a + 1 for meta in self.meta.values() for a, b in meta.aborted),
             reconciled=reconciled,
             lanes=lanes,
             latency=overall,
@@ -583,12 +608,14 @@ class _Job:
             rid = row["range_id"]
             if not self._acked(rid):
                 stats.phantom += row["received"]
+                if rid in self.aborted_ids:
+                    stats.aborted_arrived += row["received"]
             if rid is not None:
                 seen[rid] = (row["lo"], row["hi"], row["distinct"])
             lane_max[key] = max(lane_max.get(key, row["hi"]), row["hi"])
 
         for rid, (key, a, b, acked) in enumerate(self.ranges):
-            if not acked:
+            if not acked and rid not in self.aborted_ids:
                 got = seen.get(rid)
                 self._lane(key).never_acked += b - a + 1 - (got[2] if got else 0)
 
@@ -1145,6 +1172,8 @@ def phantom_reason(meta: dict[LaneKey, LaneMeta], key: LaneKey, seq: int) -> str
         if not any(k[0] == key[0] for k in meta):
             return "unknown topic"
         return "unknown lane"
+    if any(a <= seq <= b for a, b in lane.aborted):
+        return "aborted transaction"
     if any(a <= seq <= b for a, b in lane.failed):
         return "delivery failed"
     if seq < 0 or seq >= lane.sent:

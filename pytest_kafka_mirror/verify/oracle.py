@@ -147,6 +147,7 @@ def oracle_report(
     for key in sorted(meta.keys() | ours.keys()):
         want, got = acked.get(key, set()), ours.get(key, [])
         lane_meta = meta.get(key)
+        aborted = {q for a, b in (lane_meta.aborted if lane_meta else []) for q in range(a, b + 1)}
         seqs = {r["seq"] for r in got}
         top = max(seqs, default=None)
         s = LaneStats(
@@ -157,7 +158,8 @@ def oracle_report(
             expected=len(want), received=len(got), distinct=len(seqs),
             phantom=sum(1 for r in got if r["seq"] not in want),
             corrupted=sum(1 for r in got if r["checksum_ok"] is False),
-            never_acked=len(set(range(sent.get(key, 0))) - want - seqs),
+            never_acked=len(set(range(sent.get(key, 0))) - want - seqs - aborted),
+            aborted_arrived=sum(1 for r in got if r["seq"] in aborted),
         )
         s.duplicated = s.received - s.distinct
         dups = _duplicates(got)
@@ -217,6 +219,7 @@ def oracle_report(
         damaged_unmatched=damaged.unmatched,
         damage=damaged.damage,
         lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
+        aborted=sum(b - a + 1 for m in meta.values() for a, b in m.aborted),
         reconciled=reconciled,
         lanes=lanes,
         latency=replace(_latency([v for vs in latencies.values() for v in vs], bounds), untimed=sum(untimed.values())),
@@ -227,7 +230,7 @@ def oracle_report(
         scenario=load_scenario_figures(run),
     )
     for name in ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
-                 "corrupted", "never_acked", "lost_by_replicator", "missing_in_source"):
+                 "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived"):
         setattr(report, name, sum(getattr(s, name) for s in lanes))
     if examples:
         report.examples = _examples(report, ours, acked, meta, first_copy, reordered_at, kinds, examples)

@@ -38,6 +38,11 @@ never_acked
     sequences the producer sent but the source never acknowledged (a failed or missing
     delivery report) that did not arrive either: not a replicator failure, so not counted
     as lost, but shown because a flaky source explains many a "loss".
+aborted / aborted_arrived
+    records the source took in transactions it then aborted (``produce/transactions.py``),
+    and how many of them arrived: never expected, they count as phantoms when they do (a
+    replicator whose source consumer reads ``read_uncommitted``, MirrorMaker 2's default,
+    copies them as ordinary records).
 lost_by_replicator / missing_in_source
     three-log reconciliation, only when the run also captured the *source* topics
     (``reconciled``): each acknowledged record that never arrived was either in the source
@@ -85,7 +90,7 @@ REPORT_VERSION = 1
 TOTAL_FIELDS = (
     "expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered",
     "phantom", "corrupted", "headers_lost", "metadata_damaged", "foreign", "lane_split",
-    "never_acked", "lost_by_replicator", "missing_in_source",
+    "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived",
 )  # fmt: skip
 
 #: Messages stay readable whatever the size of the failure: at most this many lanes,
@@ -184,6 +189,7 @@ class LaneStats:
     never_acked: int = 0
     lost_by_replicator: int = 0
     missing_in_source: int = 0
+    aborted_arrived: int = 0
     missing_ranges: list[MissingRange] = field(default_factory=list)
     missing_range_count: int = 0
     source_missing_ranges: list[MissingRange] = field(default_factory=list)
@@ -335,6 +341,10 @@ class MirrorReport:
     never_acked: int = 0
     lost_by_replicator: int = 0
     missing_in_source: int = 0
+    #: of ``phantom``, the records of transactions the source aborted
+    aborted_arrived: int = 0
+    #: records the source took in transactions it then aborted (never expected)
+    aborted: int = 0
     #: of ``metadata_damaged``, the records whose producer, lane or sequence was lost with it
     damaged_unmatched: int = 0
     #: header name (``km.p``, ``km.l``, ``km.s``, ``km.t``) or ``key`` -> {"missing": n,
@@ -799,9 +809,14 @@ class MirrorReport:
             f"phantoms: {_plural(self.phantom, 'record')} arrived that the source never acknowledged",
             *self._lane_lines(
                 lambda s: s.phantom > 0,
-                lambda s: f"{s.phantom} phantom" + ("" if s.expected else " (no such lane in any manifest)"),
+                lambda s: f"{s.phantom} phantom" + ("" if s.expected else " (no such lane in any manifest)")
+                + (f", {s.aborted_arrived} of aborted transactions" if s.aborted_arrived else ""),
             ),
         ]
+        if self.aborted_arrived:
+            lines.insert(1, f"  {self.aborted_arrived} of them from transactions the source aborted ({self.aborted} "
+                            "aborted in all): the replicator read the source read_uncommitted (MirrorMaker 2's "
+                            "default; set source.consumer.isolation.level=read_committed)")
         return "\n".join(lines + self._examples("phantom"))
 
     def _check_corruption(self) -> str | None:

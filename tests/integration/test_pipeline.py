@@ -75,6 +75,23 @@ def test_capture_sees_every_acknowledged_record_through_the_mirror(tmp_path, clu
     assert sum(b - a + 1 for lane in manifest["lanes"] for a, b in lane["acked"]) == 1800
 
 
+def test_transactional_producer_manifest_and_what_a_read_uncommitted_mirror_copies(tmp_path, clusters, mirror):
+    """Every third transaction aborted: the manifest's lanes say exactly which sequences
+    committed and which were aborted, and the reference mirror (reading read_uncommitted,
+    like MM2 by default) copies both kinds."""
+    run = _run(tmp_path, clusters, mirror, {"it-tx": 2})
+    m = run.produce_transactions(transactions=7, records=10, abort_every=3, interval=0.0)
+    assert m.stats["transactions"] == {"committed": 5, "aborted": 2, "failed": 0}
+    assert (m.stats["sent"], m.stats["acked"], m.stats["aborted_records"]) == (140, 100, 40)
+    for lane in m.lanes:
+        assert (lane.sent, lane.acked, lane.aborted, lane.failed) == (
+            70, [[0, 19], [30, 49], [60, 69]], [[20, 29], [50, 59]], [])
+    status = run.finish(timeout=60)  # the last transaction committed: the capture waits for it, after the aborted
+    assert status["ours"] == 140, status
+    rows = pq.read_table(tmp_path / "run" / "capture").to_pylist()
+    assert sorted((r["lane"], r["seq"]) for r in rows) == [(lane, q) for lane in (0, 1) for q in range(70)]
+
+
 def test_foreign_records_on_the_target_are_counted_not_fatal(tmp_path, clusters, mirror):
     from confluent_kafka import Producer
 

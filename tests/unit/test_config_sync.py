@@ -39,3 +39,27 @@ def test_what_is_copied() -> None:
         assert not s.copies(kept_back, DYNAMIC), kept_back
     from_source = ConfigSyncSettings.from_properties({"use.defaults.from": "source"})
     assert from_source.copies("retention.ms", DEFAULT) and not from_source.copies("min.insync.replicas", DEFAULT)
+
+
+@pytest.mark.parametrize(("lines", "isolation"), [
+    ("", "read_uncommitted"),  # MM2's Java consumer default: aborted records are copied
+    ("source.consumer.isolation.level = read_committed", "read_committed"),
+    ("consumer.isolation.level = read_committed", "read_committed"),
+    ("consumer.isolation.level = read_committed\nsource.consumer.isolation.level = read_uncommitted", "read_uncommitted"),
+])
+def test_reference_mirror_reads_the_source_consumer_isolation_like_mm2(tmp_path, capsys, lines, isolation):
+    from pytest_kafka_mirror.replicators.reference.process import _settings
+
+    path = tmp_path / "mm2.properties"
+    path.write_text(lines + "\n")
+    assert _settings(path)[2] == isolation
+    assert "ignoring" not in capsys.readouterr().out
+
+
+def test_reference_mirror_refuses_an_unknown_isolation_level(tmp_path, capsys):
+    from pytest_kafka_mirror.replicators.reference.process import _settings
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("source.consumer.isolation.level = committed\n")
+    assert _settings(path) is None
+    assert "isolation.level='committed': read_committed or read_uncommitted" in capsys.readouterr().out

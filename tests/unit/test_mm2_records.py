@@ -77,6 +77,20 @@ def test_internal_topic_names_follow_the_replication_policy() -> None:
     assert (n.checkpoints_topic, n.remote_heartbeats_topic) == ("source.checkpoints.internal", "source_heartbeats")
 
 
+def test_offset_syncs_on_the_target_are_named_after_the_source() -> None:
+    """MM2's offsetSyncsTopic(): named after the cluster it is *not* on (Kafka's
+    testOffsetSyncsTopicsOnTarget waits for mm2-offset-syncs.<source alias>.internal on the target)."""
+    from pytest_kafka_mirror.replicators import MM2_DEFAULTS
+
+    n = MM2Names("us-west", "us-east")
+    assert (n.offset_syncs_topic_on("source"), n.offset_syncs_topic_on("target")) == (
+        "mm2-offset-syncs.us-east.internal", "mm2-offset-syncs.us-west.internal")
+    on_target, _ = MM2_DEFAULTS.with_properties({"offset-syncs.topic.location": "target"})
+    assert (on_target.offset_syncs_topic, on_target.to_dict()["offset_syncs_topic"]) == (
+        "mm2-offset-syncs.source.internal", "mm2-offset-syncs.source.internal")
+    assert MM2_DEFAULTS.offset_syncs_topic == "mm2-offset-syncs.target.internal"
+
+
 def test_translation_is_one_past_the_latest_sync_at_or_before() -> None:
     # apache/kafka OffsetSyncStoreTest.testOffsetTranslation, on a plain list of syncs
     syncs = [OffsetSync("t", 0, 100, 200)]

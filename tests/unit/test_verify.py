@@ -111,6 +111,7 @@ def test_zoo_totals_are_exact(zoo: tuple[SyntheticRun, MirrorReport]) -> None:
         "never_acked": 65530 + 3 + 2,
         "lost_by_replicator": 0,
         "missing_in_source": 0,
+        "aborted_arrived": 0,  # test_aborted_transactions_that_arrive_are_phantoms_counted_apart
     }
 
 
@@ -279,6 +280,26 @@ def test_reconciled_loss_message_golden(reconciled: MirrorReport) -> None:
     msg = str(e.value)
     assert "-- tolerated (allow_source_loss=True)" in msg
     assert "orders/p1/lane 0" in msg and "orders/p2/lane 0" not in msg
+
+
+def test_aborted_transactions_that_arrive_are_phantoms_counted_apart(spark: SparkSession, tmp_path: Path) -> None:
+    """Records of aborted transactions are never expected; those that arrive are phantoms
+    and ``aborted_arrived`` (exactly), with the reason in the examples; those that do not
+    arrive are not ``never_acked`` (the source did take them)."""
+    run = SyntheticRun(tmp_path)
+    # transactions of 10: 0-9 committed, 10-19 aborted, 20-29 committed, 30-39 aborted, 40-41 failed
+    lane = run.lane("orders", pid="tx", lane=0, acked=[(0, 9), (20, 29)], aborted=[*range(10, 20), *range(30, 40)],
+                    failed=[40, 41])
+    lane.deliver([*range(10), *range(13, 17), *range(20, 30), 41])  # 13-16 of an aborted one came through
+    run.lane("orders", pid="tx", lane=1, acked=range(20), aborted=range(20, 30)).deliver(range(20))
+    report = verify_run(run.write(), spark=spark)
+    assert_same_report(report, oracle_report(run.run_dir))
+    assert (report.expected, report.distinct, report.phantom, report.aborted_arrived, report.aborted) == (40, 45, 5, 4, 30)
+    assert (report.lost, report.unseen, report.never_acked) == (0, 0, 1)  # 40: failed and absent
+    assert [(s.lane, s.phantom, s.aborted_arrived) for s in report.lanes] == [(0, 5, 4), (1, 0, 0)]
+    assert sorted({r["why"] for r in report.examples["phantom"]}) == ["aborted transaction", "delivery failed"]
+    with pytest.raises(MirrorMismatchError, match=r"4 of them from transactions the source aborted \(30 aborted"):
+        report.assert_ok()
 
 
 def test_allow_source_loss_passes_when_only_the_source_lost(reconciled: MirrorReport) -> None:

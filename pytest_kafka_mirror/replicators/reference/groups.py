@@ -74,7 +74,7 @@ class GroupSync:
         if s.emit_checkpoints:
             create_topic(dst_admin, names.checkpoints_topic, 1)
             on_source = s.syncs_location == "source"
-            create_topic(src_admin if on_source else dst_admin, names.offset_syncs_topic, 1)
+            create_topic(src_admin if on_source else dst_admin, s.offset_syncs_topic, 1)
             self.sync_producer = Producer(with_logger({"bootstrap.servers": self.source if on_source else self.target,
                                                        "linger.ms": 5}))
         if self.hb_topic is not None:
@@ -108,7 +108,7 @@ class GroupSync:
         for key, up, down in self.tracker.take():
             self.store.apply(key, up, down)
             sync = OffsetSync(key[0], key[1], up, down)
-            self.sync_producer.produce(self.names.offset_syncs_topic, sync.value(), sync.key(), partition=0)
+            self.sync_producer.produce(self.settings.offset_syncs_topic, sync.value(), sync.key(), partition=0)
 
     def tick(self, now: float) -> None:
         """Send the offset syncs due (MM2 sends the delayed ones at its offset flush)."""

@@ -56,7 +56,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
+#: MM2 property names of its source consumer's isolation level (the cluster alias of the
+#: source is ``source``); like MM2's Java consumer, the reference mirror reads
+#: ``read_uncommitted`` unless told: records of aborted transactions are copied.
+ISOLATION_KEYS = ("consumer.isolation.level", "source.consumer.isolation.level")
+
+
+def _clients(args: argparse.Namespace, isolation: str = "read_uncommitted") -> tuple[Any, Any, Any, Any]:
     """Source consumer (assign only), target producer, source and target admin clients."""
     from confluent_kafka import Consumer, Producer
 
@@ -74,6 +80,7 @@ def _clients(args: argparse.Namespace) -> tuple[Any, Any, Any, Any]:
         # records.  A log whose start moved past 0 is caught by the reset to earliest.
         "auto.offset.reset": "earliest",
         "topic.metadata.refresh.interval.ms": 1000,
+        "isolation.level": isolation,
     }))
     producer = Producer(with_logger({
         "bootstrap.servers": args.target,
@@ -105,25 +112,29 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
 
 
-def _settings(path: Path | None) -> tuple[Any, Any] | None:
-    """MM2-style consumer-group and topic-config settings; None after logging an unreadable file."""
+def _settings(path: Path | None) -> tuple[Any, Any, str] | None:
+    """MM2-style consumer-group and topic-config settings and the source consumer's
+    isolation level; None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
     from ..mm2 import parse_properties
     from .configs import ConfigSyncSettings
 
     if path is None:
-        return REFERENCE_DEFAULTS, ConfigSyncSettings()
+        return REFERENCE_DEFAULTS, ConfigSyncSettings(), "read_uncommitted"
     try:
         props = parse_properties(path.read_text())
         settings, ignored = REFERENCE_DEFAULTS.with_properties(props)
         configs = ConfigSyncSettings.from_properties(props)
+        isolation = next((props[k].strip() for k in reversed(ISOLATION_KEYS) if k in props), "read_uncommitted")
+        if isolation not in ("read_committed", "read_uncommitted"):
+            raise ValueError(f"isolation.level={isolation!r}: read_committed or read_uncommitted")
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
         return None
-    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS]
+    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS and k not in ISOLATION_KEYS]
     if ignored:
         _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
-    return settings, configs
+    return settings, configs, isolation
 
 
 def _wait(seconds: float, loop: Any) -> None:
@@ -143,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     both = _settings(args.properties)
     if both is None:
         return 2
-    settings, config_settings = both
+    settings, config_settings, isolation = both
     from ...capture.gaps import GapGuard
     from .behaviour import Behaviour
     from .configs import ConfigSync
@@ -154,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     from .positions import DeliveryStats, Positions
 
     behaviour = Behaviour(args.discovery_interval, args.discovery_delay, args.rebalance_pause, args.restart_delay)
-    consumer, producer, src_admin, dst_admin = _clients(args)
+    consumer, producer, src_admin, dst_admin = _clients(args, isolation)
     # A broker showing a later record of a partition first (Tansu with several producers on
     # one partition) must not make the mirror skip the earlier one: re-read the gap.
     gaps = GapGuard(consumer, log=_log)

@@ -146,7 +146,7 @@ def read_offset_syncs(bootstrap: str, topic: str, *, quiet: float = 0.5,
 def _offset_syncs(settings: CheckpointSettings, source_bootstrap: str | None,
                   target_bootstrap: str) -> tuple[list[SeenSync] | None, str, str | None]:
     """(syncs, why not read, a note when the read did not finish)."""
-    topic, where = settings.names.offset_syncs_topic, settings.syncs_location
+    topic, where = settings.offset_syncs_topic, settings.syncs_location
     bootstrap = target_bootstrap if where == "target" else source_bootstrap
     if bootstrap is None:
         return None, (f"the offset syncs ({topic}) are on the source cluster (offset-syncs.topic.location=source) "
