@@ -37,6 +37,7 @@ COMMITTED = TRANSACTIONS * RECORDS * LANES - ABORTED
 READ_COMMITTED = {"source.consumer.isolation.level": "read_committed"}
 
 
+@pytest.mark.kafka_mirror_topics(1, partitions=LANES)  # provisioned with the session where the replicator is shared
 @pytest.mark.parametrize("isolation", [
     pytest.param("read_committed", marks=pytest.mark.kafka_mirror(replicator_properties=READ_COMMITTED)),
     "default",

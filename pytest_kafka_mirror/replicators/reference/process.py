@@ -13,6 +13,10 @@ Run as ``python -m pytest_kafka_mirror.replicators.reference --source BS --targe
   checkpoints, group offset sync, heartbeats), configured by MM2 property names in
   ``--properties FILE`` (others are ignored with a log line).
 
+Like MirrorMaker 2's Java consumer, it reads the source ``read_uncommitted`` (records of
+aborted transactions are copied) unless ``source.consumer.isolation.level`` (or
+``consumer.isolation.level``) in ``--properties`` says ``read_committed``.
+
 ``--restart-delay`` seconds pass before a start copies anything (a real replicator's
 start-up); the ready file is written when it copies.  SIGTERM flushes, commits and exits 0.
 """
