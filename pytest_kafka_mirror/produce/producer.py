@@ -246,45 +246,52 @@ class _SendLoop:
         throttled = due is not None
         now_ns = time.time_ns
         start, end, n = seconds.start, seconds.end, seconds.n
-        if enc.fmt == "headers":
-            p_hdr, lane_hdrs, fail = (HDR_PRODUCER, enc.producer_id.encode()), t.lane_headers, t.on_delivery
-            for k in range(k0, k1):
-                seq, lane = divmod(k, nl)
-                ts = int(a + k * b) if throttled else now_ns() // 1000
-                if not start <= ts < end:
-                    seconds.start, seconds.n = start, n
-                    seconds.switch(ts)
-                    start, end, n = seconds.start, seconds.end, 0
-                n += 1
-                headers = [p_hdr, lane_hdrs[lane], (HDR_SEQ, b"%010d" % seq), (HDR_TS, b"%016d" % ts)]
-                while True:
-                    try:
-                        produce(topic, variants[seq % nv], keys[lane], partition=parts[lane], headers=headers,
-                                on_delivery=partial(fail, k))
-                        break
-                    except BufferError:
-                        poll(0.05)
-                    except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
-                        self.await_partition(exc, topic, parts[lane])
-        else:
-            pid = enc.producer_id.encode()
-            for k in range(k0, k1):
-                seq, lane = divmod(k, nl)
-                ts = int(a + k * b) if throttled else now_ns() // 1000
-                if not start <= ts < end:
-                    seconds.start, seconds.n = start, n
-                    seconds.switch(ts)
-                    start, end, n = seconds.start, seconds.end, 0
-                n += 1
-                value = b"%s;%010d;%016d;%s" % (pid, seq, ts, variants[seq % nv])
-                while True:
-                    try:
-                        produce(topic, value, keys[lane], partition=parts[lane])
-                        break
-                    except BufferError:
-                        poll(0.05)
-                    except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
-                        self.await_partition(exc, topic, parts[lane])
+        k = k0
+        try:
+            if enc.fmt == "headers":
+                p_hdr, lane_hdrs, fail = (HDR_PRODUCER, enc.producer_id.encode()), t.lane_headers, t.on_delivery
+                for k in range(k0, k1):
+                    seq, lane = divmod(k, nl)
+                    ts = int(a + k * b) if throttled else now_ns() // 1000
+                    if not start <= ts < end:
+                        seconds.start, seconds.n = start, n
+                        seconds.switch(ts)
+                        start, end, n = seconds.start, seconds.end, 0
+                    n += 1
+                    headers = [p_hdr, lane_hdrs[lane], (HDR_SEQ, b"%010d" % seq), (HDR_TS, b"%016d" % ts)]
+                    while True:
+                        try:
+                            produce(topic, variants[seq % nv], keys[lane], partition=parts[lane], headers=headers,
+                                    on_delivery=partial(fail, k))
+                            break
+                        except BufferError:
+                            poll(0.05)
+                        except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
+                            self.await_partition(exc, topic, parts[lane])
+            else:
+                pid = enc.producer_id.encode()
+                for k in range(k0, k1):
+                    seq, lane = divmod(k, nl)
+                    ts = int(a + k * b) if throttled else now_ns() // 1000
+                    if not start <= ts < end:
+                        seconds.start, seconds.n = start, n
+                        seconds.switch(ts)
+                        start, end, n = seconds.start, seconds.end, 0
+                    n += 1
+                    value = b"%s;%010d;%016d;%s" % (pid, seq, ts, variants[seq % nv])
+                    while True:
+                        try:
+                            produce(topic, value, keys[lane], partition=parts[lane])
+                            break
+                        except BufferError:
+                            poll(0.05)
+                        except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
+                            self.await_partition(exc, topic, parts[lane])
+        except BaseException:
+            # Ctrl-C (or an error) inside the batch: records k0 .. k-1 were handed to the
+            # client and may be acknowledged; the manifest must count them as sent.
+            t.sent = k
+            raise
         seconds.start, seconds.end, seconds.n = start, end, n
         t.sent = k1
 

@@ -78,6 +78,9 @@ class CheckpointSettings:
     groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")  # groups.exclude
     names: MM2Names = field(default_factory=MM2Names)
     syncs_location: str = "source"  # offset-syncs.topic.location
+    #: emit.offset-syncs.enabled (MM2 3.9+): without offset syncs MM2 runs no checkpoint
+    #: connector (its validation refuses it): no checkpoints, no group offset sync
+    emit_offset_syncs: bool = True
 
     #: property name -> (attribute, kind)
     PROPERTIES: ClassVar[dict[str, tuple[str, str]]] = {
@@ -91,6 +94,7 @@ class CheckpointSettings:
         "groups": ("groups", "regexes"),
         "groups.exclude": ("groups_exclude", "regexes"),
         "offset-syncs.topic.location": ("syncs_location", "location"),
+        "emit.offset-syncs.enabled": ("emit_offset_syncs", "bool"),
     }
     NAME_PROPERTIES: ClassVar[tuple[str, ...]] = ("replication.policy.separator", "replication.policy.internal.topic.separator.enabled",
                        "heartbeats.topic.name")

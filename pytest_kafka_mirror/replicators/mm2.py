@@ -240,6 +240,13 @@ def render_mm2_properties(
         props[f"{flow}.use.defaults.from"] = "source"
     for key, value in overrides:
         props[key] = value
+    if not offset_syncs(props, flow):
+        # MM2's source connector refuses its config when offset syncs are off and any
+        # offset-syncs.topic.* (or offset-syncs-*) key is set (KIP-1031): drop ours
+        given = {k for k, _ in overrides}
+        for key in (f"{flow}.offset-syncs.topic.replication.factor", "offset-syncs.topic.location"):
+            if key not in given:
+                props.pop(key, None)
     if exactly_once(props):
         # A worker with exactly-once source support fences its tasks' producers through the
         # leader's REST API: dedicated MM2 has it only with its internal REST server (KIP-710),
@@ -248,6 +255,13 @@ def render_mm2_properties(
         for alias in (a, b):
             props.setdefault(f"{alias}.listeners", f"http://127.0.0.1:{free_port()}")
     return props
+
+
+def offset_syncs(props: dict[str, str], flow: str) -> bool:
+    """Whether these MM2 properties leave offset syncs on (``emit.offset-syncs.enabled``,
+    Kafka 3.9+; the flow's own key wins)."""
+    value = props.get(f"{flow}.emit.offset-syncs.enabled", props.get("emit.offset-syncs.enabled", "true"))
+    return value.strip().lower() != "false"
 
 
 def exactly_once(props: dict[str, str]) -> bool:
@@ -471,6 +485,11 @@ class MirrorMaker2(RunnerReplicator):
             text = describe_status_topic(config, self.status_topic)
         except Exception as exc:
             text = f"cannot read it: {type(exc).__name__}: {exc}"
+        else:
+            if "MirrorSourceConnector" not in text:
+                # MM2 leaves a connector whose config it refuses out of Connect altogether
+                text += ("; no MirrorSourceConnector in it: MM2 has not started one (a refused configuration? its log "
+                         "says why, e.g. \"can't\")")
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {text}"
 
     def health(self) -> str:

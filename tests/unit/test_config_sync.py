@@ -52,7 +52,7 @@ def test_reference_mirror_reads_the_source_consumer_isolation_like_mm2(tmp_path,
 
     path = tmp_path / "mm2.properties"
     path.write_text(lines + "\n")
-    assert _settings(path)[2] == isolation
+    assert _settings(path)[2]["isolation.level"] == isolation
     assert "ignoring" not in capsys.readouterr().out
 
 
@@ -62,4 +62,21 @@ def test_reference_mirror_refuses_an_unknown_isolation_level(tmp_path, capsys):
     path = tmp_path / "mm2.properties"
     path.write_text("source.consumer.isolation.level = committed\n")
     assert _settings(path) is None
-    assert "isolation.level='committed': read_committed or read_uncommitted" in capsys.readouterr().out
+    assert "isolation.level='committed': read_uncommitted or read_committed" in capsys.readouterr().out
+
+
+def test_reference_mirror_starts_where_mm2_would(tmp_path):
+    """A partition it has no position for: offset 0, or its end with auto.offset.reset=latest."""
+    from confluent_kafka import OFFSET_END
+
+    from pytest_kafka_mirror.replicators.reference.positions import DeliveryStats, Positions
+    from pytest_kafka_mirror.replicators.reference.process import _settings
+
+    path = tmp_path / "mm2.properties"
+    path.write_text("source.consumer.auto.offset.reset = latest\n")
+    reset = _settings(path)[2]["auto.offset.reset"]
+    assert reset == "latest"
+    latest = Positions(None, "source.", DeliveryStats(), print, reset=reset)
+    latest.committed[("t", 1)] = 7
+    assert (latest.start("t", 0), latest.start("t", 1)) == (OFFSET_END, 7)
+    assert Positions(None, "source.", DeliveryStats(), print).start("t", 0) == 0

@@ -220,6 +220,10 @@ def test_mm2_status_reads_its_status_topic_and_never_raises(tmp_path: Path, monk
 
     monkeypatch.setattr(cs, "describe_status_topic", boom)
     assert rep.status().endswith("cannot read it: RuntimeError: kaput")
+    # a refused source connector is absent from Connect's status: say so
+    monkeypatch.setattr(cs, "describe_status_topic", lambda *a, **k: "MirrorHeartbeatConnector RUNNING, task 0 RUNNING")
+    assert rep.status().endswith("; no MirrorSourceConnector in it: MM2 has not started one (a refused configuration? its log "
+                                 "says why, e.g. \"can't\")")
 
 
 def test_a_command_has_no_status_of_its_own(tmp_path: Path) -> None:
@@ -289,3 +293,15 @@ def test_exactly_once_renders_the_internal_rest_server_it_needs() -> None:
     mine = _render(overrides=[("exactly.once.source.support", "enabled"), ("target.listeners", "http://127.0.0.1:8083")])
     assert mine["target.listeners"] == "http://127.0.0.1:8083"  # the user's own wins
     assert _render(overrides=[("target.exactly.once.source.support", "disabled")]).get("target.listeners") is None
+
+
+def test_offset_syncs_off_drops_the_offset_syncs_keys_mm2_refuses_with_it() -> None:
+    """KIP-1031: MM2's source connector refuses emit.offset-syncs.enabled=false while any
+    offset-syncs.topic.* key is set (measured with 4.3.1: only the heartbeat connector ran)."""
+    syncs = {"source->target.offset-syncs.topic.replication.factor", "offset-syncs.topic.location"}
+    assert syncs <= set(_render())
+    for key in ("emit.offset-syncs.enabled", "source->target.emit.offset-syncs.enabled"):
+        assert not syncs & set(_render(overrides=[(key, "false")])), key
+    assert syncs <= set(_render(overrides=[("emit.offset-syncs.enabled", "true")]))
+    mine = _render(overrides=[("emit.offset-syncs.enabled", "false"), ("offset-syncs.topic.location", "target")])
+    assert mine["offset-syncs.topic.location"] == "target"  # the user's own is kept (and MM2 will say no)

@@ -220,7 +220,8 @@ def test_cli_compare_gates_on_failover_figures(tmp_path: Path, capsys: pytest.Ca
     assert "'failover_reread' is not a figure; accepted figures: missing" in capsys.readouterr().err
 
 
-def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_list(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no last session in ./.kafka-mirror/reports (a scenario run's, in a checkout)
     _store(tmp_path)
     assert main(["list", "--storage", str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -15,6 +15,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ class GroupSync:
 
     def __init__(self, settings: CheckpointSettings, *, source: str, target: str, offsets_path: Path | None,
                  emitter_id: str, log: Callable[[str], None]) -> None:
+        if not settings.emit_offset_syncs and (settings.emit_checkpoints or settings.sync_group_offsets):
+            log("emit.offset-syncs.enabled=false: no checkpoints and no group offset sync either (MM2 does not run "
+                "its checkpoint connector without offset syncs)")
+            settings = replace(settings, emit_checkpoints=False, sync_group_offsets=False)
         self.settings = settings
         self.source, self.target = source, target
         self.offsets_path = offsets_path

@@ -44,8 +44,11 @@ class Positions:
 
     def __init__(self, path: Path | None, prefix: str, stats: DeliveryStats, log: Callable[[str], None],
                  track: Callable[[tuple[str, int], int, int], None] | None = None,
-                 save_with: Callable[[], None] | None = None) -> None:
+                 save_with: Callable[[], None] | None = None, reset: str = "earliest") -> None:
         self.path = path
+        #: where a partition without a committed position starts (MM2's source consumer
+        #: ``auto.offset.reset``): ``earliest``, or ``latest`` (its end when assigned)
+        self.reset = reset
         self.prefix = prefix
         self.stats = stats
         self.track = track
@@ -67,8 +70,11 @@ class Positions:
                 log(f"ignoring unreadable committed positions {path}: {exc}")
 
     def start(self, topic: str, partition: int) -> int:
-        """Where to start copying a partition: its committed position, else offset 0."""
-        return self.committed.get((topic, partition), 0)
+        """Where to start copying a partition: its committed position, else offset 0
+        (``reset`` earliest) or its end when it is assigned (latest: ``OFFSET_END``)."""
+        from confluent_kafka import OFFSET_END
+
+        return self.committed.get((topic, partition), OFFSET_END if self.reset == "latest" else 0)
 
     def sent(self, target: tuple[str, int], offset: int) -> None:
         """A record of source ``offset`` was produced to ``target`` on the fast path."""

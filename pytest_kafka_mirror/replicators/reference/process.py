@@ -14,8 +14,9 @@ Run as ``python -m pytest_kafka_mirror.replicators.reference --source BS --targe
   ``--properties FILE`` (others are ignored with a log line).
 
 Like MirrorMaker 2's Java consumer, it reads the source ``read_uncommitted`` (records of
-aborted transactions are copied) unless ``source.consumer.isolation.level`` (or
-``consumer.isolation.level``) in ``--properties`` says ``read_committed``.
+aborted transactions are copied) and from the beginning of a partition it has no position
+for, unless ``source.consumer.isolation.level`` / ``source.consumer.auto.offset.reset``
+(or ``consumer.*``) in ``--properties`` say otherwise (:data:`SOURCE_CONSUMER`).
 
 ``--restart-delay`` seconds pass before a start copies anything (a real replicator's
 start-up); the ready file is written when it copies.  SIGTERM flushes, commits and exits 0.
@@ -60,10 +61,27 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-#: MM2 property names of its source consumer's isolation level (the cluster alias of the
-#: source is ``source``); like MM2's Java consumer, the reference mirror reads
-#: ``read_uncommitted`` unless told: records of aborted transactions are copied.
-ISOLATION_KEYS = ("consumer.isolation.level", "source.consumer.isolation.level")
+#: Settings of MM2's source consumer the reference mirror follows, with MM2's defaults and
+#: the values it accepts; set as ``consumer.KEY`` or ``source.consumer.KEY`` (the source's
+#: cluster alias is ``source``).  Like MM2's Java consumer it reads ``read_uncommitted``
+#: (records of aborted transactions are copied) and starts a partition with no committed
+#: position at its beginning (``latest``: at its end, what was there is never copied).
+SOURCE_CONSUMER = {"isolation.level": ("read_uncommitted", "read_committed"),
+                   "auto.offset.reset": ("earliest", "latest")}
+SOURCE_CONSUMER_KEYS = tuple(f"{where}consumer.{key}" for key in SOURCE_CONSUMER for where in ("", "source."))
+
+
+def source_consumer(props: dict[str, str]) -> dict[str, str]:
+    """The :data:`SOURCE_CONSUMER` settings in ``props`` (``source.consumer.KEY`` winning),
+    defaults for the rest; ValueError names a value it does not accept."""
+    out = {}
+    for key, accepted in SOURCE_CONSUMER.items():
+        value = next((props[k].strip() for k in (f"source.consumer.{key}", f"consumer.{key}") if k in props),
+                     accepted[0])
+        if value not in accepted:
+            raise ValueError(f"{key}={value!r}: {' or '.join(accepted)}")
+        out[key] = value
+    return out
 
 
 def _clients(args: argparse.Namespace, isolation: str = "read_uncommitted") -> tuple[Any, Any, Any, Any]:
@@ -116,29 +134,27 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
 
 
-def _settings(path: Path | None) -> tuple[Any, Any, str] | None:
+def _settings(path: Path | None) -> tuple[Any, Any, dict[str, str]] | None:
     """MM2-style consumer-group and topic-config settings and the source consumer's
-    isolation level; None after logging an unreadable file."""
+    (:func:`source_consumer`); None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
     from ..mm2 import parse_properties
     from .configs import ConfigSyncSettings
 
     if path is None:
-        return REFERENCE_DEFAULTS, ConfigSyncSettings(), "read_uncommitted"
+        return REFERENCE_DEFAULTS, ConfigSyncSettings(), source_consumer({})
     try:
         props = parse_properties(path.read_text())
         settings, ignored = REFERENCE_DEFAULTS.with_properties(props)
         configs = ConfigSyncSettings.from_properties(props)
-        isolation = next((props[k].strip() for k in reversed(ISOLATION_KEYS) if k in props), "read_uncommitted")
-        if isolation not in ("read_committed", "read_uncommitted"):
-            raise ValueError(f"isolation.level={isolation!r}: read_committed or read_uncommitted")
+        consumer = source_consumer(props)
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
         return None
-    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS and k not in ISOLATION_KEYS]
+    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS and k not in SOURCE_CONSUMER_KEYS]
     if ignored:
         _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
-    return settings, configs, isolation
+    return settings, configs, consumer
 
 
 def _wait(seconds: float, loop: Any) -> None:
@@ -158,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     both = _settings(args.properties)
     if both is None:
         return 2
-    settings, config_settings, isolation = both
+    settings, config_settings, source_settings = both
     from ...capture.gaps import GapGuard
     from .behaviour import Behaviour
     from .configs import ConfigSync
@@ -169,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     from .positions import DeliveryStats, Positions
 
     behaviour = Behaviour(args.discovery_interval, args.discovery_delay, args.rebalance_pause, args.restart_delay)
-    consumer, producer, src_admin, dst_admin = _clients(args, isolation)
+    consumer, producer, src_admin, dst_admin = _clients(args, source_settings["isolation.level"])
     # A broker showing a later record of a partition first (Tansu with several producers on
     # one partition) must not make the mirror skip the earlier one: re-read the gap.
     gaps = GapGuard(consumer, log=_log)
@@ -183,7 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = DeliveryStats()
     groups = GroupSync(settings, source=args.source, target=args.target, offsets_path=args.offsets,
                        emitter_id=args.emitter_id or f"reference-mirror-{os.getpid()}", log=_log)
-    positions = Positions(args.offsets, args.prefix, stats, _log, track=groups.track, save_with=groups.save)
+    positions = Positions(args.offsets, args.prefix, stats, _log, track=groups.track, save_with=groups.save,
+                          reset=source_settings["auto.offset.reset"])
     loop: CopyLoop
     control = FaultControl(args.faults, args.ledger, lambda rec: loop.send(rec), _log)
     configs = ConfigSync(config_settings, src_admin=_admin(args.source), dst_admin=_admin(args.target),
