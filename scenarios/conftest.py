@@ -13,6 +13,7 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "nightly: slower variants (a control run, the rollback direction) that CI runs on real Kafka + MM2 in "
+        "nightly: slower variants (a control run, the rollback direction, one MM2 setting on a replicator of "
+        "its own) that CI runs on real Kafka + MM2 in "
         "a nightly selection (`-m nightly`), not on every commit; the embedded default runs them always",
     )

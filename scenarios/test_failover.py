@@ -162,6 +162,7 @@ def test_empty_partition(mirror_topics, mirror_producer, mirror_failover):
         assert e.end_of_log == 0 and e.committed == 0 and e.skipped == e.rereads == e.beyond_end == 0, e.head()
 
 
+@pytest.mark.nightly  # a replicator of its own (on real Kafka a second MM2) for one setting
 @pytest.mark.kafka_mirror(replicator_properties={**SYNC, "offset-syncs.topic.location": "target"})
 def test_offset_syncs_on_target(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_failover):
     """``offset-syncs.topic.location=target`` (Kafka's ``testOffsetSyncsTopicsOnTarget``):

@@ -25,6 +25,7 @@ RATE = 300
 OFF = {"emit.offset-syncs.enabled": "false"}
 
 
+@pytest.mark.nightly  # a replicator of its own (on real Kafka a second MM2) for one setting
 @pytest.mark.kafka_mirror(replicator_properties=OFF)
 def test_replication_without_offset_syncs(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
     rep = mirror_env.replicator

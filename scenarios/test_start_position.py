@@ -30,6 +30,7 @@ BEFORE = 300
 LATEST = {"source.consumer.auto.offset.reset": "latest"}
 
 
+@pytest.mark.nightly  # a replicator of its own, stopped and started again (on real Kafka: ~90 s)
 @pytest.mark.kafka_mirror(replicator_properties=LATEST)
 def test_replicate_from_latest(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
     # "latest" is the partition's end as the broker reports it (ListOffsets): Tansu's is

@@ -39,7 +39,9 @@ READ_COMMITTED = {"source.consumer.isolation.level": "read_committed"}
 
 @pytest.mark.kafka_mirror_topics(1, partitions=LANES)  # provisioned with the session where the replicator is shared
 @pytest.mark.parametrize("isolation", [
-    pytest.param("read_committed", marks=pytest.mark.kafka_mirror(replicator_properties=READ_COMMITTED)),
+    # a replicator of its own (on real Kafka a second MM2: ~45 s): nightly there
+    pytest.param("read_committed", marks=[pytest.mark.kafka_mirror(replicator_properties=READ_COMMITTED),
+                                          pytest.mark.nightly]),
     "default",
 ])
 def test_source_transactions(isolation, mirror_env, mirror_topics, mirror_producer, mirror_verifier):
