@@ -19,10 +19,13 @@ record from going back is the replicator's cycle detection, not the filter.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ._warnings import PytestKafkaMirrorWarning
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -175,9 +178,29 @@ class MirrorEnv:
         assert self._new_flow is not None
         replicator = self._new_flow(clusters[source], clusters[target], (source, target))
         self.own(replicator)
+        if self._closes_loop(source, target) and not getattr(replicator, "detects_cycles", False):
+            warnings.warn(PytestKafkaMirrorWarning(
+                f"add_flow({source!r}, {target!r}) closes a loop of flows and {replicator.spec} has no cycle detection "
+                "(MM2 and the reference mirror have it under DefaultReplicationPolicy only): every record will go "
+                "round for ever. Mark the test @pytest.mark.kafka_mirror(private=True, replicator_properties="
+                "{'replication.policy.class': 'org.apache.kafka.connect.mirror.DefaultReplicationPolicy'})"),
+                stacklevel=2)
         replicator.start()
         flow = self.extra_flows[(source, target)] = Flow(source, target, clusters[source], clusters[target], replicator)
         return flow
+
+    def _closes_loop(self, source: str, target: str) -> bool:
+        """Whether the flows already lead from ``target`` back to ``source``."""
+        edges = {("source", "target"), *self.extra_flows}
+        seen, todo = set(), [target]
+        while todo:
+            here = todo.pop()
+            if here == source:
+                return True
+            if here not in seen:
+                seen.add(here)
+                todo += [b for a, b in edges if a == here]
+        return False
 
     def describe(self) -> str:
         parts = [self.source.describe(), self.target.describe(), self.replicator.describe()]

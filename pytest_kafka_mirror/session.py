@@ -169,8 +169,8 @@ class KafkaMirrorSession:
         flows (``MirrorEnv.add_flow``); its topic filter then also matches remote topics
         (:func:`~.replicators.mm2.remote_aware_regex`), so that only the replicator's own
         cycle detection keeps a copy from going back."""
-        from .replicators.mm2 import remote_aware_regex
         from .replicators import ReplicatorOptions, make_replicator
+        from .replicators.mm2 import remote_aware_regex
 
         s = self.settings
         options = ReplicatorOptions(

@@ -22,6 +22,7 @@ What each expects:
   copy from an original ("MirrorMaker is not able to prevent cycles when using this
   replication policy", its Javadoc; ``isCycle`` returns false when the upstream topic is
   the topic itself), and Kafka's own ``IdentityReplicationIntegrationTest`` replicates one way.
+  Measured with MM2 4.3.1 both ways under it: 200 records grew to 223,455 copies in 16 s.
 * ``test_fan_out``: ``source -> target`` and ``source -> third``; one producer run, captured
   on both targets (``also_capture``), two verifications of the same manifests.
 * ``test_fan_in``: ``source -> target`` and ``third -> target``, one topic name ``t`` on both
@@ -58,13 +59,13 @@ IDENTITY = {"replication.policy.class": POLICY.format("Identity")}
 REFRESH_S = 2.0
 #: refresh rounds of every flow after the remote topics were copied, before looking for cycles
 SCANS = 3
-
-
+#: why active-active under IdentityReplicationPolicy skips
 IDENTITY_CYCLES = (
     "the policy keeps topic names, so MirrorMaker 2 cannot tell a copy from an original (isCycle() gives up when a "
     "topic's upstream topic is the topic itself; its Javadoc: 'MirrorMaker is not able to prevent cycles when using "
-    "this replication policy') and the reference mirror models that; every record would go round for ever. "
-    "Kafka's IdentityReplicationIntegrationTest replicates one way only")
+    "this replication policy') and the reference mirror models that; every record goes round for ever (measured "
+    "with mm2:4.3.1 on kafka:4.3.1: 200 records in one single-partition topic became 223,455 in its log within "
+    "16 s, ~15,000 more a second). Kafka's IdentityReplicationIntegrationTest replicates one way only")
 
 
 def _no_flows(rep) -> str:
@@ -76,17 +77,11 @@ def _no_flows(rep) -> str:
 
 def _no_cycle_detection(rep) -> str:
     """Why this replicator cannot run both ways on the same topics ('' when it can)."""
-    props = getattr(rep, "properties", None)
-    if rep.spec.startswith("mm2:") and isinstance(props, dict):
-        policy = props.get("replication.policy.class", "").strip()
-        if policy.endswith("DefaultReplicationPolicy"):
-            return ""
-        return f"MirrorMaker 2 under {policy.rsplit('.', 1)[-1]}: {IDENTITY_CYCLES}"
-    policy = getattr(rep, "policy", None)  # the reference mirror models MM2's policies
-    if policy is not None:
-        if policy.kind == "default":
-            return ""
-        return f"the reference mirror under the {policy.kind} policy has no cycle detection (as MM2: {IDENTITY_CYCLES})"
+    if getattr(rep, "detects_cycles", False):  # MM2 and the reference mirror under DefaultReplicationPolicy
+        return ""
+    if rep.spec.startswith(("mm2:", "reference")):
+        props = dict(getattr(rep, "properties", ()) or ())
+        return f"{rep.spec} under {props.get('replication.policy.class', 'no replication policy')}: {IDENTITY_CYCLES}"
     return f"{rep.spec} has no cycle detection (no cluster aliases in its topic names)"
 
 

@@ -485,6 +485,14 @@ class MirrorMaker2(RunnerReplicator):
         return derived
 
     @property
+    def detects_cycles(self) -> bool:
+        """Whether it keeps a record from going back to the cluster it came from (a loop of
+        flows, e.g. active-active): under DefaultReplicationPolicy, yes (``isCycle``: the
+        alias in the name); under IdentityReplicationPolicy it cannot (names are kept)."""
+        return self.properties.get("replication.policy.class", DEFAULT_POLICY).strip() in (DEFAULT_POLICY,
+                                                                                           "DefaultReplicationPolicy")
+
+    @property
     def commit_interval_s(self) -> float:
         """How often the copying herder commits its source offsets (``offset.flush.interval.ms``
         of the target's worker; Connect's default 60 s): a stop that cannot commit repeats

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
 from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.env import MirrorEnv
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, ReplicatorOptions, make_replicator
@@ -168,8 +169,10 @@ def test_discovery_leaves_a_cycle_alone_and_says_so_once() -> None:
 
 # ----------------------------------------------------------------------------- the environment
 class _Thing:
-    def __init__(self, name: str, log: list[str], fail: bool = False) -> None:
-        self.name, self.log, self.fail = name, log, fail
+    spec = "thing"
+
+    def __init__(self, name: str, log: list[str], fail: bool = False, cycles: bool = True) -> None:
+        self.name, self.log, self.fail, self.detects_cycles = name, log, fail, cycles
         self.bootstrap_servers = f"{name}:9092"
 
     def start(self) -> None:
@@ -181,12 +184,12 @@ class _Thing:
         self.log.append(f"stop {self.name}")
 
 
-def _env(log: list[str], fail_flow: bool = False) -> MirrorEnv:
+def _env(log: list[str], fail_flow: bool = False, cycles: bool = True) -> MirrorEnv:
     made: list[tuple[str, str]] = []
 
     def new_flow(src: Any, dst: Any, aliases: tuple[str, str]) -> Any:
         made.append(aliases)
-        return _Thing(f"{aliases[0]}->{aliases[1]}", log, fail=fail_flow)
+        return _Thing(f"{aliases[0]}->{aliases[1]}", log, fail=fail_flow, cycles=cycles)
 
     env = MirrorEnv(_Thing("A", log), _Thing("B", log), _Thing("source->target", log), private=True,  # type: ignore[arg-type]
                     _new_cluster=lambda role: _Thing(role, log), _new_flow=new_flow)  # type: ignore[arg-type]
@@ -296,3 +299,23 @@ def test_two_producers_of_one_run_start_one_capture(tmp_path: Path) -> None:
     for t in threads:
         t.join()
     assert starts == [1]
+
+
+def test_a_loop_of_flows_without_cycle_detection_warns() -> None:
+    env = _env([], cycles=False)
+    env.add_cluster("third")
+    env.add_flow("source", "third")  # a fan-out: no loop, no warning (filterwarnings = error)
+    env.add_flow("third", "target")  # source -> third -> target and source -> target: still no loop
+    with pytest.warns(PytestKafkaMirrorWarning, match=r"add_flow\('target', 'source'\) closes a loop .* round for ever"):
+        env.add_flow("target", "source")
+    with pytest.warns(PytestKafkaMirrorWarning, match="closes a loop"):
+        env.add_flow("third", "source")  # source -> third -> source
+
+
+def test_which_replicators_detect_cycles(tmp_path: Path) -> None:
+    assert _mm2(tmp_path / "d", ("source", "target")).detects_cycles
+    assert not _mm2(tmp_path / "i", ("source", "target"),
+                    overrides=(("replication.policy.class", IDENTITY_POLICY),)).detects_cycles
+    ref = ReferenceReplicator("a:1", "b:2", tmp_path, topics="^km-", properties=(("replication.policy.class", DEFAULT),))
+    assert ref.detects_cycles
+    assert not ReferenceReplicator("a:1", "b:2", tmp_path, topics="^km-").detects_cycles  # MM1 style

@@ -243,6 +243,12 @@ class ReferenceReplicator:
         self.startup_seconds = time.monotonic() - t0
 
     @property
+    def detects_cycles(self) -> bool:
+        """Whether it keeps a record from going back where it came from: under MM2's
+        DefaultReplicationPolicy only, as MM2 (``policy.py``)."""
+        return self.policy.kind == "default"
+
+    @property
     def rebalances_on_new_topics(self) -> bool:
         """Whether a new topic delays or pauses copying (its behaviour knobs): provision ahead."""
         return self.behaviour.rebalances_on_new_topics
