@@ -44,13 +44,12 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
-from ._checkpoints import MM2_DEFAULTS, CheckpointSettings
+from ._checkpoints import MM2_DEFAULTS
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
 
@@ -349,12 +348,6 @@ def naming_from_properties(props: dict[str, str], source_alias: str = "source") 
     )
 
 
-def _with_aliases(settings: CheckpointSettings, aliases: tuple[str, str]) -> CheckpointSettings:
-    """``settings`` for the flow between these aliases (its checkpoint and offset-sync topic names)."""
-    names = replace(settings.names, source_alias=aliases[0], target_alias=aliases[1])
-    return replace(settings, names=names)
-
-
 def mm2_container_script(image: str) -> list[str]:
     """The MM2 launcher inside ``image``; ValueError for images without Connect."""
     from ..clusters.container import image_flavour
@@ -444,7 +437,7 @@ class MirrorMaker2(RunnerReplicator):
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
             #: what this MM2 does about consumer groups, from its properties (the failover checks read it)
-            self.checkpoints = _with_aliases(MM2_DEFAULTS, aliases).with_properties(
+            self.checkpoints = MM2_DEFAULTS.for_aliases(*aliases).with_properties(
                 self.properties, f"{self.source_alias}->{self.target_alias}")[0]
         except ValueError as exc:
             raise ReplicatorError(f"MirrorMaker 2: {exc}") from None

@@ -319,3 +319,22 @@ def test_which_replicators_detect_cycles(tmp_path: Path) -> None:
     ref = ReferenceReplicator("a:1", "b:2", tmp_path, topics="^km-", properties=(("replication.policy.class", DEFAULT),))
     assert ref.detects_cycles
     assert not ReferenceReplicator("a:1", "b:2", tmp_path, topics="^km-").detects_cycles  # MM1 style
+
+
+def test_the_reverse_reference_mirror_names_its_internal_topics_by_its_aliases(tmp_path: Path) -> None:
+    """As MM2's reverse flow: its checkpoints, offset syncs and remote heartbeats are the
+    target -> source flow's, not copies of the forward flow's names."""
+    from pytest_kafka_mirror.replicators.reference.process import _settings
+
+    props = tmp_path / "mirror.properties"
+    props.write_text("emit.checkpoints.interval.seconds = 1\ntarget->source.offset.lag.max = 7\n"
+                     "source->target.offset.lag.max = 9\n")
+    both = _settings(props, ("target", "source"))
+    assert both is not None
+    names = both[0].names
+    assert (names.checkpoints_topic, names.offset_syncs_topic, names.remote_heartbeats_topic) == (
+        "target.checkpoints.internal", "mm2-offset-syncs.source.internal", "target.heartbeats")
+    assert both[0].offset_lag_max == 7 and both[0].checkpoints_interval == 1.0  # its flow's key, not the other's
+    rev = ReferenceReplicator("b:2", "a:1", tmp_path, topics="^km-", aliases=("target", "source"),
+                              properties=(("replication.policy.class", DEFAULT),))
+    assert rev.checkpoints.names == names

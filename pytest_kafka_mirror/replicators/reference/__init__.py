@@ -117,7 +117,8 @@ class ReferenceReplicator:
         self.properties = tuple(properties)
         try:
             #: what it does about consumer groups (the failover checks read it)
-            self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.with_properties(self.properties)[0]
+            self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.for_aliases(*aliases).with_properties(
+                self.properties, f"{aliases[0]}->{aliases[1]}")[0]
         except ValueError as exc:
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)

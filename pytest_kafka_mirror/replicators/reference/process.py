@@ -109,17 +109,19 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
 
 
-def _settings(path: Path | None) -> tuple[Any, Any] | None:
-    """MM2-style consumer-group and topic-config settings; None after logging an unreadable file."""
+def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")) -> tuple[Any, Any] | None:
+    """MM2-style consumer-group and topic-config settings of the flow between ``aliases``;
+    None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
     from ..mm2 import parse_properties
     from .configs import ConfigSyncSettings
 
+    defaults = REFERENCE_DEFAULTS.for_aliases(*aliases)
     if path is None:
-        return REFERENCE_DEFAULTS, ConfigSyncSettings()
+        return defaults, ConfigSyncSettings()
     try:
         props = parse_properties(path.read_text())
-        settings, ignored = REFERENCE_DEFAULTS.with_properties(props)
+        settings, ignored = defaults.with_properties(props, f"{aliases[0]}->{aliases[1]}")
         configs = ConfigSyncSettings.from_properties(props)
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
@@ -145,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..._kafkalog import log_to
 
     log_to(sys.stdout, "reference-mirror")  # librdkafka's messages into the log file, deduplicated
-    both = _settings(args.properties)
+    both = _settings(args.properties, (args.source_alias, args.target_alias))
     if both is None:
         return 2
     settings, config_settings = both
