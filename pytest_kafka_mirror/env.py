@@ -6,15 +6,26 @@ and target clusters, its own replicator, and a faultable :class:`~.faults.Link` 
 the replicator and each cluster, all stopped when the test ends.  Killing that
 replicator or restarting those brokers cannot disturb any other test, on this worker or
 another.
+
+A private environment can grow into a topology (issue 25): :meth:`MirrorEnv.add_cluster`
+starts a further cluster (``"third"``), :meth:`MirrorEnv.add_flow` a further replicator
+between two of its clusters (the reverse flow ``target -> source`` of an active-active
+pair, a second target of a fan-out, a second source of a fan-in).  Each flow's
+replicator names the clusters by their roles, as MirrorMaker 2 names them by alias, and
+its topic filter matches the remote topics too (``source.PREFIX-...``), so what keeps a
+record from going back is the replicator's cycle detection, not the filter.
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from ._warnings import PytestKafkaMirrorWarning
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -22,7 +33,7 @@ if TYPE_CHECKING:
     from .replicators import Replicator, ReplicatorSpec
     from .session import KafkaMirrorSession
 
-__all__ = ["MirrorEnv", "ViaLink", "build_private_env"]
+__all__ = ["Flow", "MirrorEnv", "ViaLink", "build_private_env"]
 
 log = logging.getLogger("pytest_kafka_mirror.env")
 
@@ -43,6 +54,21 @@ class ViaLink:
         return getattr(self._cluster, name)
 
 
+@dataclass(frozen=True)
+class Flow:
+    """One replication flow of an environment: ``source -> target`` (cluster roles) and the
+    replicator that copies it."""
+
+    source: str
+    target: str
+    source_cluster: Cluster
+    target_cluster: Cluster
+    replicator: Replicator
+
+    def __str__(self) -> str:
+        return f"{self.source} -> {self.target}"
+
+
 @dataclass
 class MirrorEnv:
     """What a test produces to, replicates with and captures from."""
@@ -60,6 +86,13 @@ class MirrorEnv:
     _replacement: Callable[[ReplicatorSpec], Replicator] | None = None
     #: what the in-place upgrade scenarios switch between: "previous" and "current" specs
     releases: dict[str, ReplicatorSpec] = field(default_factory=dict)
+    #: further clusters of a topology by role (``add_cluster``); source and target are the fields
+    extra_clusters: dict[str, Cluster] = field(default_factory=dict)
+    #: further flows (``add_flow``), by (source role, target role)
+    extra_flows: dict[tuple[str, str], Flow] = field(default_factory=dict)
+    #: starts a cluster of a role / a replicator between two clusters (a private environment's)
+    _new_cluster: Callable[[str], Cluster] | None = None
+    _new_flow: Callable[[Cluster, Cluster, tuple[str, str]], Replicator] | None = None
 
     def own(self, thing: Any) -> Any:
         """Stop ``thing`` when the environment closes."""
@@ -96,8 +129,83 @@ class MirrorEnv:
         new.start()
         return new
 
+    @property
+    def clusters(self) -> dict[str, Cluster]:
+        """Every cluster by role: ``source``, ``target``, then the added ones."""
+        return {"source": self.source, "target": self.target, **self.extra_clusters}
+
+    def flow(self, source: str = "source", target: str = "target") -> Flow:
+        """The flow ``source -> target``: the environment's own (its replicator) or an added one."""
+        if (source, target) == ("source", "target"):
+            return Flow(source, target, self.source, self.target, self.replicator)
+        if (source, target) not in self.extra_flows:
+            raise KeyError(f"no flow {source} -> {target} in this environment (add_flow({source!r}, {target!r}))")
+        return self.extra_flows[(source, target)]
+
+    def _topology(self, verb: str) -> None:
+        from .replicators import ReplicatorError
+
+        if self._new_cluster is None or self._new_flow is None:
+            raise ReplicatorError(f"{verb}: only a private environment grows into a topology; mark the test "
+                                  "@pytest.mark.kafka_mirror(private=True)")
+
+    def add_cluster(self, role: str) -> Cluster:
+        """Start a further cluster named ``role`` (e.g. ``"third"``), of the kind of
+        ``--kafka-mirror-target``, stopped with the environment (also when the test fails)."""
+        self._topology(f"add_cluster({role!r})")
+        if role in self.clusters:
+            raise ValueError(f"add_cluster({role!r}): the environment has a {role} cluster already")
+        if not role.replace("_", "").replace("-", "").isalnum():
+            raise ValueError(f"add_cluster({role!r}): a role is a cluster alias for MM2: letters, digits, - and _")
+        assert self._new_cluster is not None
+        cluster = self._new_cluster(role)
+        self.own(cluster)
+        cluster.start()
+        self.extra_clusters[role] = cluster
+        return cluster
+
+    def add_flow(self, source: str, target: str) -> Flow:
+        """Start a replicator copying cluster ``source`` to cluster ``target`` (roles), of the
+        kind and settings of the environment's own, owned by the environment.  Its cluster
+        aliases are the roles (MM2: ``clusters = ROLE, ROLE``; a remote topic on ``target`` is
+        ``SOURCE.TOPIC`` under DefaultReplicationPolicy), and it returns once it copies."""
+        self._topology(f"add_flow({source!r}, {target!r})")
+        clusters = self.clusters
+        missing = [r for r in (source, target) if r not in clusters]
+        if missing or source == target or (source, target) == ("source", "target") or (source, target) in self.extra_flows:
+            raise ValueError(f"add_flow({source!r}, {target!r}): give two different clusters of {sorted(clusters)} "
+                             f"without a flow between them yet (add_cluster() a further one first)")
+        assert self._new_flow is not None
+        replicator = self._new_flow(clusters[source], clusters[target], (source, target))
+        self.own(replicator)
+        if self._closes_loop(source, target) and not getattr(replicator, "detects_cycles", False):
+            warnings.warn(PytestKafkaMirrorWarning(
+                f"add_flow({source!r}, {target!r}) closes a loop of flows and {replicator.spec} has no cycle detection "
+                "(MM2 and the reference mirror have it under DefaultReplicationPolicy only): every record will go "
+                "round for ever. Mark the test @pytest.mark.kafka_mirror(private=True, replicator_properties="
+                "{'replication.policy.class': 'org.apache.kafka.connect.mirror.DefaultReplicationPolicy'})"),
+                stacklevel=2)
+        replicator.start()
+        flow = self.extra_flows[(source, target)] = Flow(source, target, clusters[source], clusters[target], replicator)
+        return flow
+
+    def _closes_loop(self, source: str, target: str) -> bool:
+        """Whether the flows already lead from ``target`` back to ``source``."""
+        edges = {("source", "target"), *self.extra_flows}
+        seen, todo = set(), [target]
+        while todo:
+            here = todo.pop()
+            if here == source:
+                return True
+            if here not in seen:
+                seen.add(here)
+                todo += [b for a, b in edges if a == here]
+        return False
+
     def describe(self) -> str:
         parts = [self.source.describe(), self.target.describe(), self.replicator.describe()]
+        parts += [f"{role}: {c.describe()}" for role, c in self.extra_clusters.items()]
+        parts += [f"{f}: {f.replicator.describe()}" for f in self.extra_flows.values()]
         parts += [link.describe() for link in self.links.values()]
         return "\n".join(parts)
 
@@ -146,7 +254,8 @@ def build_private_env(
         releases = {"current": session.settings.replicator,
                     "previous": session.settings.upgrade_from or session.settings.replicator}
         replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",
-                                             extra_properties=extra_properties, spec=releases[release])
+                                             extra_properties=extra_properties, spec=releases[release],
+                                             aliases=("source", "target"))
         own(replicator).start()
     except BaseException:
         MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
@@ -157,7 +266,15 @@ def build_private_env(
         # positions live there), and the same state (MM2's Connect group, MM1's group)
         return session.make_replicator(via["source"], via["target"], workdir / "replicator",
                                        extra_properties=extra_properties, spec=spec,
-                                       instance=getattr(replicator, "instance", None))
+                                       instance=getattr(replicator, "instance", None), aliases=("source", "target"))
+
+    def new_cluster(role: str) -> Cluster:
+        return session.make_cluster(role, workdir / role)
+
+    def new_flow(src: Cluster, dst: Cluster, aliases: tuple[str, str]) -> Replicator:
+        # no links: the further flows of a topology are not where the faults go
+        return session.make_replicator(src, dst, workdir / f"flow-{aliases[0]}-{aliases[1]}",
+                                       extra_properties=extra_properties, spec=releases["current"], aliases=aliases)
 
     return MirrorEnv(source, target, replicator, made, private=True, _owned=owned, _replacement=replacement,
-                     releases=releases)
+                     releases=releases, _new_cluster=new_cluster, _new_flow=new_flow)

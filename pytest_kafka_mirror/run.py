@@ -16,6 +16,12 @@ Before a schedule starts, every partition of its topics carries a warm-up record
 the replicator (``replicators/_readiness.py``): latency is measured from readiness, and
 the replicator's discovery time is a figure of its own (``RUN_DIR/readiness.json``, the
 report's ``discovery``).
+
+Topologies (issue 25): :meth:`MirrorRun.also_capture` captures the same records on a
+second target (a fan-out: one producer, one run directory and one verification per
+target); ``produce(source_bootstrap=..., replicator=...)`` adds a producer on another
+source cluster whose replicator writes into the same target topics (a fan-in under
+IdentityReplicationPolicy: lanes of two sources on one target topic).
 """
 
 from __future__ import annotations
@@ -121,6 +127,32 @@ class MirrorRun:
         self.witnesses: list[WitnessMonitor] = []
         self._background: list[tuple[threading.Thread, list[BaseException]]] = []
         self._lock = threading.Lock()
+        #: runs capturing the same records on other targets (:meth:`also_capture`)
+        self.siblings: list[MirrorRun] = []
+        #: the run whose records this one captures too (None: its own producers)
+        self.parent: MirrorRun | None = None
+        self._capture_processes = capture_processes
+
+    def also_capture(self, run_dir: str | os.PathLike[str], target_bootstrap: str, topics: dict[str, str], *,
+                     replicator: Any = None) -> MirrorRun:
+        """A sibling run: the records this run produces, captured on another target
+        (``topics``: source topic -> its name there, e.g. from that flow's replicator).
+
+        It gets the same manifests and fault markers as this run, waits for its own
+        replicator's readiness before each schedule starts, and is verified on its own
+        (``mirror_verifier(sibling)``: one report per target).  Call it before producing."""
+        if self.manifests or self._capture_started:
+            raise RuntimeError("also_capture() after the run started producing: call it before produce()")
+        missing = sorted(set(self.topics) - set(topics))
+        if missing:
+            raise ValueError(f"also_capture: no target name for {missing}")
+        sibling = MirrorRun(run_dir, self.source_bootstrap, target_bootstrap, {t: topics[t] for t in self.topics},
+                            partitions=self.partitions, lanes=self.lanes, drain_timeout=self.drain_timeout,
+                            settle=self.settle, topic_timeout=self.topic_timeout, warmup_topic=self.warmup_topic,
+                            capture_processes=self._capture_processes, replicator=replicator)
+        sibling.parent = self
+        self.siblings.append(sibling)
+        return sibling
 
     def _topic_lanes(self, topics: Sequence[str] | None = None,
                      lanes: dict[str, int] | int | None = None) -> list[TopicLanes]:
@@ -131,7 +163,7 @@ class MirrorRun:
             out.append(TopicLanes(topic, self.partitions[topic], n))
         return out
 
-    def _refresh_partitions(self, topics: Sequence[str]) -> None:
+    def _refresh_partitions(self, topics: Sequence[str], source_bootstrap: str | None = None) -> None:
         """Take the source's partition counts of ``topics`` that grew since the run began
         (a topic that does not exist yet keeps the count it was declared with)."""
         from confluent_kafka.admin import AdminClient
@@ -139,7 +171,7 @@ class MirrorRun:
         from ._kafkalog import with_logger
 
         try:
-            md = AdminClient(with_logger({"bootstrap.servers": self.source_bootstrap})).list_topics(timeout=10)
+            md = AdminClient(with_logger({"bootstrap.servers": source_bootstrap or self.source_bootstrap})).list_topics(timeout=10)
         except Exception as exc:  # the readiness round and the producer report an unreachable source
             log.info("no partition counts from the source (%s)", exc)
             return
@@ -149,11 +181,15 @@ class MirrorRun:
                 self.partitions[t] = len(meta.partitions)
 
     def start_capture(self) -> None:
-        if not self._capture_started:
-            self.capture.start()
-            if self.source_capture is not None:
-                self.source_capture.start()
-            self._capture_started = True
+        # under the lock: two producers of one run may start at once (a fan-in's two sources)
+        with self._lock:
+            if not self._capture_started:
+                self.capture.start()
+                if self.source_capture is not None:
+                    self.source_capture.start()
+                self._capture_started = True
+        for sibling in self.siblings:
+            sibling.start_capture()
 
     def produce(
         self,
@@ -172,6 +208,8 @@ class MirrorRun:
         witnesses: Sequence[tuple[Witness, str]] = (),
         processes: int = 1,
         lanes: dict[str, int] | int | None = None,
+        source_bootstrap: str | None = None,
+        replicator: Any = None,
     ) -> Manifest | list[Manifest]:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -197,20 +235,28 @@ class MirrorRun:
         ``(Witness, group id)`` pairs, consumer groups on the source that read these
         topics while they are produced and commit at their points (see
         :mod:`~pytest_kafka_mirror.capture.witness`, and :meth:`failover`).
+
+        ``source_bootstrap`` + ``replicator``: this producer writes to another source
+        cluster, whose replicator copies its topics into this run's target topics (a fan-in
+        onto one topic: every topic must have the same target name through it); its
+        readiness round goes through that replicator.
         """
         from .faults.schedule import FaultSchedule
 
         chosen = self._chosen(topics)
+        origin = self._origin(chosen, source_bootstrap, replicator, witnesses)
         schedule = FaultSchedule(list(faults))
         producer = self._producer(processes, format=format, message_size=message_size, producer_id=producer_id,
-                                  config=config)
-        self._refresh_partitions(chosen)
+                                  config=config, source_bootstrap=origin[0])
+        self._refresh_partitions(chosen, origin[0])
         topic_lanes = self._topic_lanes(chosen, lanes)
         producer.check_size(topic_lanes)
         monitor = self._witness_monitor(witnesses, chosen) if witnesses else None
         self.start_capture()
         if wait_for_target:
-            self._wait_for_target(chosen)
+            self._wait_for_target(chosen, *origin)
+            for sibling in self.siblings:
+                sibling._wait_for_target(chosen)
         if monitor is not None:
             self.witnesses.append(monitor.start())
 
@@ -273,14 +319,32 @@ class MirrorRun:
             raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
         return chosen
 
+    def _origin(self, chosen: Sequence[str], source_bootstrap: str | None, replicator: Any,
+                witnesses: Sequence[Any]) -> tuple[str, Any]:
+        """(source bootstrap, replicator) of one produce() call: the run's, or another
+        source's whose replicator names ``chosen`` as this run's target topics."""
+        if source_bootstrap is None or source_bootstrap == self.source_bootstrap:
+            return self.source_bootstrap, self.replicator
+        if witnesses or self.source_capture is not None or self.siblings:
+            raise ValueError("a producer on another source cluster takes no witnesses, capture_source or also_capture: "
+                             "they read the run's own source")
+        if replicator is not None:
+            names = {t: replicator.target_topic(t) for t in chosen}
+            wrong = {t: n for t, n in names.items() if n != self.topics[t]}
+            if wrong:
+                raise ValueError(f"the replicator from {source_bootstrap} names these topics {wrong} on the target, "
+                                 f"not as this run captures them ({ {t: self.topics[t] for t in wrong} }): under "
+                                 "DefaultReplicationPolicy each source has remote topics of its own, so a run per source")
+        return source_bootstrap, replicator
+
     def _producer(self, processes: int, *, format: str, message_size: int, producer_id: str | None,
-                  config: dict[str, Any] | None) -> MirrorProducer | ProducerGroup:
+                  config: dict[str, Any] | None, source_bootstrap: str | None = None) -> MirrorProducer | ProducerGroup:
         """One producer, or a group of ``processes`` (each produce() call's group in its own directory)."""
         if processes == 1:
-            return MirrorProducer(self.source_bootstrap, format=format, message_size=message_size,
+            return MirrorProducer(source_bootstrap or self.source_bootstrap, format=format, message_size=message_size,
                                   producer_id=producer_id, config=config)
         return ProducerGroup(
-            self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
+            source_bootstrap or self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
             format=format, message_size=message_size, producer_id=producer_id, config=config,
             startup_timeout=self.topic_timeout,
         )
@@ -291,9 +355,9 @@ class MirrorRun:
         return WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses, {t: self.partitions[t] for t in chosen},
                               end_timeout=self.drain_timeout)
 
-    def _wait_for_target(self, chosen: Sequence[str]) -> None:
+    def _wait_for_target(self, chosen: Sequence[str], source_bootstrap: str | None = None, replicator: Any = None) -> None:
         """Readiness through the replicator, then the capture assigned every target partition."""
-        self.await_ready(chosen)
+        self.await_ready(chosen, source_bootstrap=source_bootstrap, replicator=replicator)
         waited = self.capture.wait_assigned(
             {self.topics[t]: self.partitions[t] for t in chosen},
             self.topic_timeout,
@@ -307,21 +371,30 @@ class MirrorRun:
         for manifest in manifests:
             manifest.stats["faults"] = [m.to_dict() for m in markers]
             manifest.write(self.run_dir)
+            for sibling in self.siblings:  # the same records, captured on another target
+                manifest.write(sibling.run_dir)
+        for sibling in self.siblings:
+            with sibling._lock:
+                sibling.manifests.extend(manifests)
+                sibling.markers = sorted([*sibling.markers, *markers], key=lambda m: m.at_us)
         with self._lock:
             self.manifests.extend(manifests)
         if monitor is not None:
             monitor.production_done(self.manifests)
 
-    def await_ready(self, topics: Sequence[str]) -> list[TopicReadiness]:
+    def await_ready(self, topics: Sequence[str], *, source_bootstrap: str | None = None,
+                    replicator: Any = None) -> list[TopicReadiness]:
         """Warm up every partition of ``topics`` through the replicator and wait until each
         warm-up record arrived (``replicators/_readiness.py``); the rounds are kept in
-        ``RUN_DIR/readiness.json``.  Raises ReadinessError naming the partitions."""
+        ``RUN_DIR/readiness.json``.  Raises ReadinessError naming the partitions.
+        ``source_bootstrap`` / ``replicator``: another source and its replicator (a fan-in)."""
         from .clusters.base import topic_created_us
         from .replicators._readiness import await_ready, replicator_hooks
 
         rounds = await_ready(
-            self.source_bootstrap, self.target_bootstrap, {t: (self.topics[t], self.partitions[t]) for t in topics},
-            timeout=self.topic_timeout, created_us={t: topic_created_us(t) for t in topics}, **replicator_hooks(self.replicator),
+            source_bootstrap or self.source_bootstrap, self.target_bootstrap,
+            {t: (self.topics[t], self.partitions[t]) for t in topics}, timeout=self.topic_timeout,
+            created_us={t: topic_created_us(t) for t in topics}, **replicator_hooks(replicator or self.replicator),
             hint="Hint: is the replicator running and does it mirror these topics (its topic filter)? A slow one "
                  "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
                  "--kafka-mirror-topic-provisioning session.",
@@ -382,13 +455,19 @@ class MirrorRun:
         """Faults that could not be applied."""
         return [m for m in self.markers if m.error]
 
+    def _join_background(self) -> None:
+        for thread, errors in self._background:
+            thread.join()
+            if errors:
+                raise errors[0]
+
     def finish(self, timeout: float | None = None) -> dict[str, Any]:
-        """Tell the captures the producers are done and wait for them to end."""
+        """Tell the captures the producers are done and wait for them to end (a sibling of
+        :meth:`also_capture`: once its parent's producers are done)."""
         if self.capture_status is None:
-            for thread, errors in self._background:
-                thread.join()
-                if errors:
-                    raise errors[0]
+            if self.parent is not None:
+                self.parent._join_background()
+            self._join_background()
             self.start_capture()
             self.capture.producers_done()
             if self.source_capture is not None:
@@ -432,6 +511,8 @@ class MirrorRun:
         self.capture.stop()
         if self.source_capture is not None:
             self.source_capture.stop()
+        for sibling in self.siblings:
+            sibling.close()
 
     def __enter__(self) -> MirrorRun:
         return self

@@ -22,10 +22,12 @@ from .report.storage import FAILOVER, TestResult
 from .rundir import WRITTEN_LIST
 
 if TYPE_CHECKING:
+    import threading
+
     from .capture.witness import Witness
     from .clusters import Cluster
     from .clusters.shared import ShareDir
-    from .env import MirrorEnv
+    from .env import Flow, MirrorEnv
     from .faults.schedule import Scheduled
     from .provisioning import TopicPool
     from .replicators import Replicator, ReplicatorSpec
@@ -130,6 +132,8 @@ class KafkaMirrorSession:
         return self.settings.sources.get(name, "default") != "default"
 
     def make_cluster(self, role: str, workdir: Path) -> Cluster:
+        """The cluster of ``role``: ``source`` per ``--kafka-mirror-source``, ``target`` and
+        any further one of a topology (``MirrorEnv.add_cluster``) per ``--kafka-mirror-target``."""
         from .clusters import BackendOptions, make_cluster
 
         s = self.settings
@@ -156,11 +160,17 @@ class KafkaMirrorSession:
         extra_properties: tuple[tuple[str, str], ...] = (),
         spec: ReplicatorSpec | None = None,
         instance: str | None = None,
+        aliases: tuple[str, str] | None = None,
     ) -> Replicator:
         """The configured replicator; ``topic_prefix`` / ``extra_properties`` make a
         dedicated one (marker ``replicator_properties``); ``spec`` another release (the
-        in-place upgrade scenarios), ``instance`` the state of the one it replaces."""
+        in-place upgrade scenarios), ``instance`` the state of the one it replaces.
+        ``aliases``: the flow's (source, target) cluster names in a topology of several
+        flows (``MirrorEnv.add_flow``); its topic filter then also matches remote topics
+        (:func:`~.replicators.mm2.remote_aware_regex`), so that only the replicator's own
+        cycle detection keeps a copy from going back."""
         from .replicators import ReplicatorOptions, make_replicator
+        from .replicators.mm2 import remote_aware_regex
 
         s = self.settings
         options = ReplicatorOptions(
@@ -173,6 +183,8 @@ class KafkaMirrorSession:
             warmup_topic=WARMUP_TOPIC,
             max_record_bytes=self.max_record_bytes,
             instance=instance,
+            **({} if aliases is None else {
+                "aliases": aliases, "topics": remote_aware_regex(topic_prefix or self.worker_topic_prefix())}),
         )
         return make_replicator(spec or s.replicator, source, target, workdir, options)
 
@@ -331,6 +343,31 @@ class MirrorProducerFactory:
         self.topics = topics
         self.overrides = overrides or {}
         self.runs: list[MirrorRun] = []
+        #: factories of the test's other flows (:meth:`for_flow`), closed with this one
+        self.flows: dict[str, MirrorProducerFactory] = {}
+
+    def for_flow(self, flow: Flow) -> MirrorProducerFactory:
+        """The same factory for another flow of the test's environment
+        (``mirror_env.add_flow(...)``): ``.topics(...)`` creates topics on that flow's source,
+        its runs produce there and capture that flow's target (in ``RUN_ROOT/SOURCE-TARGET``)."""
+        key = f"{flow.source}-{flow.target}"
+        if key not in self.flows:
+            topics = MirrorTopics(flow.source_cluster, self.topics.prefix, self.topics.test_name, nodeid=self.topics.nodeid)
+            self.flows[key] = MirrorProducerFactory(self.session, flow.source_cluster, flow.target_cluster,
+                                                    flow.replicator, self.run_root / key, topics, self.overrides,
+                                                    self.test_id)
+        return self.flows[key]
+
+    def also_capture(self, run: MirrorRun, flow: Flow) -> MirrorRun:
+        """``run``'s records captured on ``flow``'s target too (a fan-out: ``flow`` has the
+        run's source; see :meth:`MirrorRun.also_capture`); verify it on its own."""
+        if flow.source_cluster.bootstrap_servers != self.source.bootstrap_servers:
+            raise ValueError(f"also_capture: the flow {flow} does not start at this run's source cluster")
+        sibling = run.also_capture(run.run_dir.with_name(f"{run.run_dir.name}-{flow.target}"),
+                                   flow.target_cluster.bootstrap_servers,
+                                   {t: flow.replicator.target_topic(t) for t in run.topics}, replicator=flow.replicator)
+        self.session.runs.append((self.test_id, sibling.run_dir))
+        return sibling
 
     def new_run(
         self,
@@ -437,8 +474,26 @@ class MirrorProducerFactory:
         base = f"{self.topics.prefix}-{worker_id()}-{_slug(self.topics.test_name, 40)}-{uuid.uuid4().hex[:6]}"
         return [(w, f"{base}-{w.name}") for w in witnesses]
 
-    def produce(self, run: MirrorRun, **kwargs: Any) -> Any:
-        """``run.produce(...)`` with this session's default format and message size."""
+    def produce(self, run: MirrorRun, *, flow: Flow | None = None, **kwargs: Any) -> Any:
+        """``run.produce(...)`` with this session's default format and message size.
+
+        ``flow``: produce on that flow's source, carried by its replicator into the run's
+        target topics (a fan-in onto one topic, IdentityReplicationPolicy)."""
+        return run.produce(**self._produce_kwargs(flow, kwargs))
+
+    def produce_in_background(self, run: MirrorRun, *, flow: Flow | None = None, **kwargs: Any) -> threading.Thread:
+        """:meth:`produce` in a thread (``run.produce_in_background``): the verification of
+        ``run`` waits for it and raises its error.  E.g. both directions of an active-active
+        pair at once, or the second source of a fan-in."""
+        return run.produce_in_background(**self._produce_kwargs(flow, kwargs))
+
+    def _produce_kwargs(self, flow: Flow | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+        if flow is not None:
+            kwargs.update(source_bootstrap=flow.source_cluster.bootstrap_servers, replicator=flow.replicator)
+            try:  # the producer warms its connection up there (see _warmup_topic)
+                flow.source_cluster.ensure_topic(WARMUP_TOPIC)  # type: ignore[attr-defined]
+            except Exception as exc:
+                log.warning("no warm-up topic on %s (%s)", flow.source, exc)
         s = self.session.settings
         kwargs["format"] = kwargs.get("format") or s.format
         kwargs["message_size"] = kwargs.get("message_size") or s.message_size
@@ -446,11 +501,13 @@ class MirrorProducerFactory:
             kwargs["witnesses"] = self.witness_groups(kwargs["witnesses"])
         spool = self.session.metrics_spool
         kwargs.setdefault("on_counts", spool.producer_counts if spool else None)
-        return run.produce(**kwargs)
+        return kwargs
 
     def close(self) -> None:
         for run in self.runs:
             run.close()
+        for factory in self.flows.values():
+            factory.close()
 
 
 class MirrorVerifier:

@@ -171,6 +171,12 @@ class ReplicatorOptions:
     #: the state of the replicator this one replaces (an in-place upgrade): MM2's Connect
     #: group and internal topics, MM1's consumer group; None: a new one
     instance: str | None = None
+    #: (source alias, target alias) of the flow, as MM2 names its clusters; a remote topic
+    #: on the target is ``SOURCE_ALIAS.TOPIC`` under DefaultReplicationPolicy (mm2, reference)
+    aliases: tuple[str, str] = ("source", "target")
+    #: the topic filter (a regex matched in full) instead of ``^PREFIX-.*``; a topology of
+    #: several flows gives :func:`~.mm2.remote_aware_regex` (mm2, reference)
+    topics: str | None = None
 
 
 def _startup(opts: ReplicatorOptions, default: float) -> float:
@@ -185,8 +191,9 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         source.bootstrap_servers,
         target.bootstrap_servers,
         workdir,
-        topics=f"^{re.escape(opts.topic_prefix)}-",
-        naming=opts.naming or NamingPolicy(),
+        topics=opts.topics or f"^{re.escape(opts.topic_prefix)}-",
+        naming=opts.naming,
+        aliases=opts.aliases,
         startup_timeout=_startup(opts, 60.0),
         warmup_topic=opts.warmup_topic,
         faults=spec.faults,
@@ -206,6 +213,7 @@ def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
         release=None if image else _release(spec, opts, "mm2"),
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, STARTUP_TIMEOUT),
         max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
+        aliases=opts.aliases, topics=opts.topics,
     )
 
 

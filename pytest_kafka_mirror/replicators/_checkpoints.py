@@ -137,6 +137,11 @@ class CheckpointSettings:
                     other.append(key)
         return replace(self, names=names, **values), other
 
+    def for_aliases(self, source_alias: str, target_alias: str) -> CheckpointSettings:
+        """These settings for the flow ``source_alias -> target_alias`` (the names of its
+        checkpoints, offset-syncs and remote heartbeats topics; the target herder's flush key)."""
+        return replace(self, names=replace(self.names, source_alias=source_alias, target_alias=target_alias))
+
     def group_filter(self, default: str | None = None) -> Callable[[str], bool]:
         """``groups`` minus ``groups.exclude``; ``default`` (a search regex) replaces the
         include list when the groups are the default ``.*``."""

@@ -9,6 +9,10 @@ then user overrides (``--kafka-mirror-replicator-properties`` / ini
 ``kafka_mirror_replicator_properties``) applied on top.  The target topic names follow
 from the effective ``replication.policy.class`` (:func:`naming_from_properties`):
 ``DefaultReplicationPolicy`` → ``source.TOPIC``, ``IdentityReplicationPolicy`` → ``TOPIC``.
+The aliases are ``source`` and ``target`` unless the flow is one of a topology
+(``MirrorEnv.add_flow``): the reverse flow of an active-active pair is ``target -> source``
+(a topic of that cluster is ``target.TOPIC`` on the other), so that MM2's own cycle
+detection recognises ``source.TOPIC`` as a copy it must not send back.
 
 Readiness is a probe record copied from source to target, not a log line: a real MM2
 comes up in 5 s from Kafka 3.6 on (with ``plugin.discovery=service_load``, rendered), but
@@ -62,6 +66,7 @@ __all__ = [
     "mm2_container_script",
     "naming_from_properties",
     "parse_properties",
+    "remote_aware_regex",
     "render_mm2_properties",
     "topics_regex",
     "worker_properties",
@@ -97,6 +102,18 @@ def topics_regex(topic_prefix: str) -> str:
     """The topic filter every replicator gets: ``^PREFIX-.*`` (a full match in Java, which
     MM2, uReplicator, Brooklin and Confluent Replicator use, and a search in Python)."""
     return "^" + re.escape(topic_prefix) + "-.*"
+
+
+def remote_aware_regex(topic_prefix: str, separator: str = ".") -> str:
+    """The topic filter of a flow in a topology of several flows: the test topics and their
+    remote copies under any chain of cluster aliases (``^(?:ALIAS.)*PREFIX-.*``).
+
+    With the plain ``^PREFIX-.*`` the reverse flow of an active-active pair never even
+    considers ``source.PREFIX-x`` on its source: no cycle would be seen because of the
+    filter, whatever the replicator does.  With this one it is the replicator's cycle
+    detection that must keep ``source.PREFIX-x`` from going back (MM2: ``isCycle``, a topic
+    whose source alias is the flow's target alias is never replicated)."""
+    return "^(?:[A-Za-z0-9_-]+" + re.escape(separator) + ")*" + re.escape(topic_prefix) + "-.*"
 
 
 def is_tansu(cluster: Any) -> bool:
@@ -392,6 +409,8 @@ class MirrorMaker2(RunnerReplicator):
         heap: str = HEAP,
         instance: str | None = None,
         max_record_bytes: int | None = KAFKA_MESSAGE_MAX_BYTES,
+        aliases: tuple[str, str] = ("source", "target"),
+        topics: str | None = None,
     ) -> None:
         if sum(x is not None for x in (home, image, release)) != 1:
             raise ValueError("MirrorMaker2 needs exactly one of home=, image= or release=")
@@ -407,13 +426,19 @@ class MirrorMaker2(RunnerReplicator):
         self.image = image
         self.overrides = tuple(overrides)
         self.heap = heap
-        self.source_alias, self.target_alias = "source", "target"
+        #: the clusters' names in its properties: the reverse flow of an active-active pair
+        #: swaps them, so that MM2's cycle detection knows the remote topics it must not copy back
+        self.source_alias, self.target_alias = aliases
         #: this MM2's own Connect group and internal topics, the same over its restarts
         self.instance = instance or f"{topic_prefix}-{uuid.uuid4().hex[:8]}"
+        #: its topic filter (``topics`` and ``groups`` of its flow)
+        self.topics = topics or topics_regex(topic_prefix)
         self.properties = render_mm2_properties(
             source_bootstrap=source.bootstrap_servers,
             target_bootstrap=target.bootstrap_servers,
-            topics=topics_regex(topic_prefix),
+            topics=self.topics,
+            source_alias=self.source_alias,
+            target_alias=self.target_alias,
             source_is_tansu=is_tansu(source),
             target_is_tansu=is_tansu(target),
             instance=self.instance,
@@ -426,7 +451,8 @@ class MirrorMaker2(RunnerReplicator):
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
             #: what this MM2 does about consumer groups, from its properties (the failover checks read it)
-            self.checkpoints = MM2_DEFAULTS.with_properties(self.properties)[0]
+            self.checkpoints = MM2_DEFAULTS.for_aliases(*aliases).with_properties(
+                self.properties, f"{self.source_alias}->{self.target_alias}")[0]
         except ValueError as exc:
             raise ReplicatorError(f"MirrorMaker 2: {exc}") from None
         #: MM2's heartbeats carry no emitter id: the replicated heartbeats topic is this MM2's alone
@@ -464,6 +490,14 @@ class MirrorMaker2(RunnerReplicator):
                 f"replication.policy.class={IDENTITY_POLICY if explicit.prefix == '' else DEFAULT_POLICY}"
             )
         return derived
+
+    @property
+    def detects_cycles(self) -> bool:
+        """Whether it keeps a record from going back to the cluster it came from (a loop of
+        flows, e.g. active-active): under DefaultReplicationPolicy, yes (``isCycle``: the
+        alias in the name); under IdentityReplicationPolicy it cannot (names are kept)."""
+        return self.properties.get("replication.policy.class", DEFAULT_POLICY).strip() in (DEFAULT_POLICY,
+                                                                                           "DefaultReplicationPolicy")
 
     @property
     def commit_interval_s(self) -> float:

@@ -26,6 +26,7 @@ from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
 from ..base import NamingPolicy, ReplicatorError
 from .behaviour import Behaviour
 from .knobs import FaultLedger, Knobs
+from .policy import AliasPolicy, policy_kind
 
 __all__ = ["Behaviour", "ReferenceReplicator"]
 
@@ -35,6 +36,28 @@ LEDGER_FILE = "fault-ledger.json"
 OFFSETS_FILE = "committed-offsets.json"
 #: MM2-style properties of its consumer-group handling (see _checkpoints.CheckpointSettings)
 PROPERTIES_FILE = "mirror.properties"
+
+
+def _policy(props: dict[str, str], aliases: tuple[str, str]) -> AliasPolicy:
+    """The MM2 replication policy ``properties`` ask for (``none`` without one)."""
+    try:
+        kind = policy_kind(props.get("replication.policy.class"))
+    except ValueError as exc:
+        raise ReplicatorError(f"reference mirror: {exc}") from None
+    return AliasPolicy(kind, aliases[0], aliases[1], props.get("replication.policy.separator", "."),
+                       props.get("heartbeats.topic.name", "heartbeats"))
+
+
+def _naming(policy: AliasPolicy, explicit: NamingPolicy | None) -> NamingPolicy:
+    """Target topic names: the policy's when one is set (a contradicting ``explicit`` is an
+    error, as for MM2), else ``explicit`` or identity."""
+    if policy.kind == "none":
+        return explicit or NamingPolicy()
+    derived = NamingPolicy(policy.remote_prefix())
+    if explicit is not None and explicit != derived:
+        raise ReplicatorError(f"--kafka-mirror-naming {explicit} contradicts replication.policy.class ({policy.kind} "
+                              f"policy), which names target topics {derived}; drop one of them")
+    return derived
 
 
 class ReferenceReplicator:
@@ -49,6 +72,13 @@ class ReferenceReplicator:
     (``emit.checkpoints.interval.seconds``, ``sync.group.offsets.enabled``,
     ``offset.lag.max``, ...; :attr:`checkpoints` is the result); a bad value raises
     ReplicatorError naming the property.
+
+    Naming: ``naming`` (a fixed prefix, no cycle detection: the legacy MirrorMaker's way,
+    identity by default), unless ``properties`` set MM2's ``replication.policy.class``:
+    then it names and skips topics as that policy does between the flow's ``aliases``
+    (``policy.py``): ``DefaultReplicationPolicy`` copies ``orders`` as ``SOURCE_ALIAS.orders``
+    and never copies a topic that came from the flow's target; ``IdentityReplicationPolicy``
+    keeps names and, like MM2, cannot tell a copy from an original.
     """
 
     def __init__(
@@ -65,13 +95,16 @@ class ReferenceReplicator:
         faults: Knobs | None = None,
         control_timeout: float = 15.0,
         properties: Sequence[tuple[str, str]] = (),
+        aliases: tuple[str, str] = ("source", "target"),
     ) -> None:
         self.spec = "reference"
         self.source_bootstrap = source_bootstrap
         self.target_bootstrap = target_bootstrap
         self.workdir = Path(workdir)
         self.topics = topics
-        self.naming = naming or NamingPolicy()
+        self.source_alias, self.target_alias = aliases
+        self.policy = _policy(dict(properties), aliases)
+        self.naming = _naming(self.policy, naming)
         self.startup_timeout = startup_timeout
         self.behaviour = behaviour or Behaviour()
         self.warmup_topic = warmup_topic
@@ -84,7 +117,8 @@ class ReferenceReplicator:
         self.properties = tuple(properties)
         try:
             #: what it does about consumer groups (the failover checks read it)
-            self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.with_properties(self.properties)[0]
+            self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.for_aliases(*aliases).with_properties(
+                self.properties, f"{aliases[0]}->{aliases[1]}")[0]
         except ValueError as exc:
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
@@ -175,6 +209,7 @@ class ReferenceReplicator:
             "--target", self.target_bootstrap,
             "--topics", self.topics,
             "--prefix", self.naming.prefix,
+            "--policy", self.policy.kind, "--source-alias", self.source_alias, "--target-alias", self.target_alias,
             *self.behaviour.argv(),
             "--ready-file", str(ready),
             "--warmup-topic", self.warmup_topic,
@@ -207,6 +242,12 @@ class ReferenceReplicator:
         if not proc.running:
             raise ReplicatorError(f"the reference mirror exited during start-up: {proc.describe_exit()}")
         self.startup_seconds = time.monotonic() - t0
+
+    @property
+    def detects_cycles(self) -> bool:
+        """Whether it keeps a record from going back where it came from: under MM2's
+        DefaultReplicationPolicy only, as MM2 (``policy.py``)."""
+        return self.policy.kind == "default"
 
     @property
     def rebalances_on_new_topics(self) -> bool:
@@ -252,7 +293,9 @@ class ReferenceReplicator:
         state = f"pid {self.process.pid}" if self.running and self.process else "stopped"
         faults = f"; faults {self.default_faults}" if self.default_faults.active else ""
         faults += f"; behaves {self.behaviour}" if self.behaviour != Behaviour() else ""
-        return f"reference mirror {self.source_bootstrap} -> {self.target_bootstrap} ({self.naming}{faults}; {state})"
+        policy = f"; {self.policy.kind} policy {self.source_alias} -> {self.target_alias}" if self.policy.kind != "none" else ""
+        return (f"reference mirror {self.source_bootstrap} -> {self.target_bootstrap} ({self.naming}{policy}{faults}; "
+                f"{state})")
 
     def __enter__(self) -> ReferenceReplicator:
         self.start()

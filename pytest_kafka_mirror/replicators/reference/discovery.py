@@ -67,7 +67,8 @@ class Discovery:
     def __init__(self, *, consumer: Any, gaps: Any, src_admin: Any, dst_admin: Any, topics: str, prefix: str,
                  internal: Callable[[str], bool], start_offset: Callable[[str, int], int],
                  on_partitions: Callable[[str, int], None], behaviour: Behaviour, log: Callable[[str], None],
-                 topic_config: Callable[[str], dict[str, str]] = lambda topic: {}) -> None:
+                 topic_config: Callable[[str], dict[str, str]] = lambda topic: {},
+                 cycle: Callable[[str], bool] = lambda topic: False) -> None:
         self.consumer = consumer
         self.gaps = gaps
         self.src_admin = src_admin
@@ -80,6 +81,10 @@ class Discovery:
         self.behaviour = behaviour
         self.log = log
         self.topic_config = topic_config
+        #: MM2's cycle detection (``policy.AliasPolicy.is_cycle``): such a topic is never copied
+        self.cycle = cycle
+        #: topics the filter matched that were left alone as cycles (logged once each)
+        self.cycles: set[str] = set()
         self.assigned: dict[str, int] = {}
         #: (when, partitions): assignments waiting for their discovery delay
         self.pending: list[tuple[float, list[Any]]] = []
@@ -88,7 +93,14 @@ class Discovery:
         self.next_scan = 0.0
 
     def mirrors(self, topic: str) -> bool:
-        return bool(self.pattern.search(topic)) and not self.internal(topic)
+        if not self.pattern.search(topic) or self.internal(topic):
+            return False
+        if self.cycle(topic):
+            if topic not in self.cycles:
+                self.cycles.add(topic)
+                self.log(f"not copying {topic}: it came from this flow's target (a cycle)")
+            return False
+        return True
 
     def scan(self) -> None:
         """Look for new topics and partitions; the first scan assigns at once."""

@@ -46,6 +46,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--target", required=True)
     ap.add_argument("--topics", required=True, help="regex of source topics to mirror")
     ap.add_argument("--prefix", default="", help="target topic = PREFIX + source topic")
+    ap.add_argument("--policy", default="none", choices=("none", "default", "identity"),
+                    help="MM2's replication policy whose cycle detection it applies (policy.py)")
+    ap.add_argument("--source-alias", default="source")
+    ap.add_argument("--target-alias", default="target")
     ap.add_argument("--discovery-interval", type=float, default=0.25)
     ap.add_argument("--discovery-delay", type=float, default=0.0, help="a new topic is copied this much later")
     ap.add_argument("--rebalance-pause", type=float, default=0.0, help="a new topic stops every topic this long")
@@ -134,24 +138,27 @@ def _admin(bootstrap: str) -> Any:
     return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
 
 
-def _settings(path: Path | None) -> tuple[Any, Any, dict[str, str]] | None:
-    """MM2-style consumer-group and topic-config settings and the source consumer's
-    (:func:`source_consumer`); None after logging an unreadable file."""
+def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")) -> tuple[Any, Any, dict[str, str]] | None:
+    """MM2-style consumer-group and topic-config settings of the flow between ``aliases``
+    and the source consumer's (:func:`source_consumer`); None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
     from ..mm2 import parse_properties
     from .configs import ConfigSyncSettings
 
+    defaults = REFERENCE_DEFAULTS.for_aliases(*aliases)
     if path is None:
-        return REFERENCE_DEFAULTS, ConfigSyncSettings(), source_consumer({})
+        return defaults, ConfigSyncSettings(), source_consumer({})
     try:
         props = parse_properties(path.read_text())
-        settings, ignored = REFERENCE_DEFAULTS.with_properties(props)
+        settings, ignored = defaults.with_properties(props, f"{aliases[0]}->{aliases[1]}")
         configs = ConfigSyncSettings.from_properties(props)
         consumer = source_consumer(props)
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
         return None
-    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS and k not in SOURCE_CONSUMER_KEYS]
+    # the policy reaches the process as --policy (ReferenceReplicator reads the property)
+    ignored = [k for k in ignored if k not in ConfigSyncSettings.KEYS and k not in SOURCE_CONSUMER_KEYS
+               and k != "replication.policy.class"]
     if ignored:
         _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
     return settings, configs, consumer
@@ -171,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..._kafkalog import log_to
 
     log_to(sys.stdout, "reference-mirror")  # librdkafka's messages into the log file, deduplicated
-    both = _settings(args.properties)
+    both = _settings(args.properties, (args.source_alias, args.target_alias))
     if both is None:
         return 2
     settings, config_settings, source_settings = both
@@ -182,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from .discovery import Discovery
     from .groups import GroupSync
     from .loop import CopyLoop
+    from .policy import AliasPolicy
     from .positions import DeliveryStats, Positions
 
     behaviour = Behaviour(args.discovery_interval, args.discovery_delay, args.rebalance_pause, args.restart_delay)
@@ -208,7 +216,9 @@ def main(argv: list[str] | None = None) -> int:
     discovery = Discovery(consumer=consumer, gaps=gaps, src_admin=src_admin, dst_admin=dst_admin, topics=args.topics,
                           prefix=args.prefix, internal=internal, start_offset=positions.start,
                           on_partitions=control.set_engine, behaviour=behaviour, log=_log,
-                          topic_config=lambda topic: _configs_of(configs, topic))
+                          topic_config=lambda topic: _configs_of(configs, topic),
+                          cycle=AliasPolicy(args.policy, args.source_alias, args.target_alias, names.separator,
+                                            names.heartbeats).is_cycle)
     loop = CopyLoop(consumer=consumer, gaps=gaps, producer=producer, prefix=args.prefix, discovery=discovery,
                     control=control, positions=positions, groups=groups, stats=stats,
                     commit_interval=args.commit_interval, log=_log)
@@ -229,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     configs.start()
     if args.ready_file:
         args.ready_file.write_text(str(os.getpid()))
-    _log(f"ready: {args.source} -> {args.target}, topics /{args.topics}/, prefix {args.prefix!r}"
+    _log(f"ready: {args.source} -> {args.target}, topics /{args.topics}/, prefix {args.prefix!r}, "
+         f"policy {args.policy} ({args.source_alias} -> {args.target_alias})"
          + (f"; behaves like a replicator: {behaviour}" if behaviour != Behaviour() else ""))
     loop.run()
     configs.stop()
