@@ -39,6 +39,11 @@ Sequences the producer sent but the source never acknowledged are ranges of the 
 broadcast table (flagged unacknowledged), so counting those that never arrived costs
 nothing extra: their records, when they arrive, are phantoms.
 
+A lane of a topic the manifests list as compacted is a key: of its acknowledged records
+only the latest must arrive, and step 2 already tells whether it did (it ends the lane's
+last acknowledged range).  Its other missing records are counted as compacted away, and
+neither listed nor looked for in the gaps window (``_Job._latest_per_key``).
+
 ``pytest_kafka_mirror.verify.oracle`` computes the same report in plain Python; the tests
 check that the two agree exactly on generated histories.
 """
