@@ -8,6 +8,9 @@ This is the plain-Python API the fixtures wrap::
     report = run.verify()                        # waits for the capture, runs Spark
     report.assert_ok(p99_ms=500)
 
+``compacted``: the topics with ``cleanup.policy=compact``; their manifests say so, and the
+verifier and the capture expect only the latest record of each lane (a key) there.
+
 With ``capture_source=True`` the source topics are captured too (into ``RUN_DIR/source``),
 and the report reconciles the three logs: every acknowledged record that never arrived
 is either lost by the replicator (it is in the source log) or missing in the source.
@@ -89,12 +92,19 @@ class MirrorRun:
         capture_processes: int = 1,
         replicator: Any = None,
         provisioned: dict[str, TopicReadiness] | None = None,
+        compacted: Sequence[str] = (),
     ) -> None:
+        compacted = [compacted] if isinstance(compacted, str) else list(compacted)
+        unknown = sorted(set(compacted) - set(topics))
+        if unknown:
+            raise ValueError(f"compacted={unknown}: not topics of this run ({sorted(topics)})")
         self.run_dir = Path(run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self.source_bootstrap = source_bootstrap
         self.target_bootstrap = target_bootstrap
         self.topics = dict(topics)  # source -> target
+        #: source topics with cleanup.policy=compact (recorded in every manifest of the run)
+        self.compacted = sorted(compacted)
         self.partitions = partitions
         self.lanes = lanes
         self.drain_timeout = drain_timeout
@@ -370,6 +380,7 @@ class MirrorRun:
         """Write the manifests of one produce() call, with the faults that happened during it."""
         for manifest in manifests:
             manifest.stats["faults"] = [m.to_dict() for m in markers]
+            manifest.compacted = [t for t in self.compacted if t in manifest.topics]
             manifest.write(self.run_dir)
             for sibling in self.siblings:  # the same records, captured on another target
                 manifest.write(sibling.run_dir)
@@ -488,7 +499,7 @@ class MirrorRun:
         self.finish()
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
         self.report.markers = [m.to_dict() for m in self.markers]
-        if self.report.lost or self.report.unseen:
+        if self.report.lost or self.report.unseen or self.report.latest_missing:
             self.report.replicator = replicator_says(self.replicator)
         self.report.write(self.run_dir / REPORT_FILE)
         return self.report

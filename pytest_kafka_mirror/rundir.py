@@ -139,6 +139,9 @@ class Manifest:
     version: int = MANIFEST_VERSION
     #: free-form figures of the producer run (achieved rate, schedule slip, errors)
     stats: dict[str, Any] = field(default_factory=dict)
+    #: source topics with ``cleanup.policy=compact``: a lane is a key, and only its latest
+    #: acknowledged record must arrive (the older ones may be compacted away)
+    compacted: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -377,6 +377,7 @@ class MirrorProducerFactory:
         partitions: dict[str, int] | None = None,
         capture_source: bool = False,
         capture_processes: int = 1,
+        compacted: Sequence[str] = (),
     ) -> MirrorRun:
         """A run over ``topics`` without producing yet (several producers in one run).
 
@@ -384,6 +385,8 @@ class MirrorProducerFactory:
         mid-run by a fault); the others are looked up on the source.
         ``capture_source=True`` also captures the source topics, for three-log reconciliation.
         ``capture_processes=N`` splits the target partitions between N capture processes.
+        ``compacted``: those of ``topics`` that are compacted (``cleanup.policy=compact``): the
+        verifier expects the latest record of each lane (a key) there, not every one.
         """
         from .run import MirrorRun
 
@@ -416,6 +419,7 @@ class MirrorProducerFactory:
             capture_processes=capture_processes,
             replicator=self.replicator,
             provisioned=self.topics.pool.readiness if self.topics.pool is not None else None,
+            compacted=compacted,
         )
         self.runs.append(run)
         self.session.runs.append((self.test_id, run.run_dir))
@@ -448,6 +452,7 @@ class MirrorProducerFactory:
         witnesses: Sequence[Witness] = (),
         processes: int = 1,
         capture_processes: int = 1,
+        compacted: Sequence[str] = (),
     ) -> MirrorRun:
         """Produce to ``topics`` at ``rate`` msg/s per topic for ``duration`` s or ``count`` records,
         applying ``faults`` (``at(SECONDS, fault)``, see :mod:`pytest_kafka_mirror.faults`) on the way.
@@ -459,9 +464,11 @@ class MirrorProducerFactory:
         ``processes=N`` produces from N processes sharing the schedule, each at ``rate / N``
         with its own producer id (for rates one core cannot reach); ``capture_processes=N``
         reads the target with N capture processes, each taking a share of the partitions.
+        ``compacted``: the topics with ``cleanup.policy=compact`` (see :meth:`new_run`).
         """
         run = self.new_run(topics if not isinstance(topics, str) else [topics], lanes=lanes,
-                           capture_source=capture_source, capture_processes=capture_processes)
+                           capture_source=capture_source, capture_processes=capture_processes,
+                           compacted=compacted)
         self.produce(run, rate=rate, duration=duration, count=count, format=format, message_size=message_size,
                      wait_for_target=wait_for_target, config=config, faults=faults, producer_id=producer_id,
                      witnesses=witnesses, processes=processes)

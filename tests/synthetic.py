@@ -126,9 +126,11 @@ class SyntheticRun:
 
     def lane(self, topic: str, *, pid: str, lane: int, partition: int | None = None,
              acked: Iterable[int] | Iterable[tuple[int, int]] = (), failed: Iterable[int] = (),
-             aborted: Iterable[int] = (), sent: int | None = None, in_manifest: bool = True) -> SyntheticLane:
+             aborted: Iterable[int] = (), sent: int | None = None, in_manifest: bool = True,
+             compacted: bool = False) -> SyntheticLane:
         """Declare a lane; ``in_manifest=False`` makes a lane nobody acknowledged (phantoms);
-        ``aborted``: seqs of transactions the source aborted."""
+        ``aborted``: seqs of transactions the source aborted; ``compacted``: its topic is
+        compacted (the producer's manifest says so)."""
         part = lane if partition is None else partition
         if not in_manifest:
             return SyntheticLane(self, topic, pid, lane, part, None)
@@ -137,6 +139,8 @@ class SyntheticRun:
             started_us=BASE_TS_US, finished_us=BASE_TS_US + 10**6, topics={}, lanes=[],
         ))
         m.topics[topic] = self.target(topic)
+        if compacted and topic not in m.compacted:
+            m.compacted.append(topic)
         acked_ranges = to_ranges(acked)
         failed_ranges = to_ranges(failed)
         aborted_ranges = to_ranges(aborted)

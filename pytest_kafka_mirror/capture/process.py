@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..rundir import CAPTURE_DIR, CAPTURE_STATUS, load_manifests, write_json_atomic
+from ..rundir import CAPTURE_DIR, CAPTURE_STATUS, LaneManifest, load_manifests, write_json_atomic
 from .gaps import GapGuard
 from .rows import LiveFigures, RowBuilder
 from .segments import SEGMENT_ROWS, SEGMENT_SECONDS, SegmentWriteError, SegmentWriter
@@ -82,6 +82,15 @@ class _Partitions:
 
 def _log(text: str) -> None:
     print(text, flush=True)
+
+
+def _awaited(lane: LaneManifest, compacted: bool) -> tuple[int, list[list[int]]]:
+    """What the capture waits for of a lane: the number of acknowledged records and their
+    ranges; of a lane of a compacted topic, its latest acknowledged record only."""
+    if compacted:
+        latest = max(b for _, b in lane.acked)
+        return 1, [[latest, latest]]
+    return lane.acked_count, lane.acked
 
 
 class _CaptureProcess:
@@ -203,9 +212,11 @@ class _CaptureProcess:
         return bool(want) and len(list(self.manifest_dir.glob(PRODUCED_GLOB))) >= want
 
     def load_lanes(self) -> None:
-        """The lanes this process answers for: acknowledged records, source partition in its group."""
+        """The lanes this process answers for: acknowledged records, source partition in its
+        group.  Of a compacted topic only the latest record of a lane is awaited: the older
+        ones may have been compacted away before the replicator read them."""
         self.lanes = [
-            ((lane.topic, m.producer_id, lane.lane), lane.acked_count, lane.acked)
+            ((lane.topic, m.producer_id, lane.lane), *_awaited(lane, lane.topic in m.compacted))
             for m in load_manifests(self.manifest_dir)
             for lane in m.lanes
             if lane.acked_count and lane.partition % self.groups == self.group

@@ -120,6 +120,11 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     if args.duration is None and args.count is None:
         print("kafka-mirror produce: give --duration SECONDS or --count RECORDS (per topic)", file=sys.stderr)
         return 2
+    unknown = [t for t in args.compacted or [] if t not in args.topics]
+    if unknown:
+        print(f"kafka-mirror produce: --compacted {','.join(unknown)}: not among --topics {','.join(args.topics)}",
+              file=sys.stderr)
+        return 2
     need = config.min_message_size(args.format)
     if args.message_size < need:
         print(f"kafka-mirror produce: --message-size {args.message_size} cannot hold a record of the {args.format} "
@@ -175,6 +180,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
         return 130
     manifests = result if isinstance(result, list) else [result]
     for m in manifests:
+        m.compacted = [t for t in args.compacted or [] if t in m.topics]
         m.write(run_dir)
         st = m.stats
         slip = st.get("schedule_slip_ms") or {}
@@ -238,6 +244,9 @@ def add_stage_commands(sub: Any) -> None:
     p.add_argument("--format", choices=FORMATS, default="headers", help="record format. Default: %(default)r")
     p.add_argument("--message-size", type=_positive_int, default=200, metavar="BYTES",
                    help="record size, metadata included. Default: %(default)r")
+    p.add_argument("--compacted", type=_topics, default=None, metavar="TOPIC[,...]",
+                   help="those of --topics with cleanup.policy=compact, recorded in the manifests: the capture and "
+                        "the verifier expect the latest record of each lane (a key) there, not every one")
     p.add_argument("--lanes", type=_positive_int, default=None, metavar="N",
                    help="lanes per topic (default: one per partition)")
     p.add_argument("--processes", type=_positive_int, default=1, metavar="N",

@@ -50,11 +50,14 @@ class Capabilities:
     delete_records: bool | None = None
     accurate_watermarks: bool | None = None
     restart_keeps_data: bool | None = None
+    #: a log cleaner compacts topics with cleanup.policy=compact (known facts, never probed:
+    #: a probe would wait for the cleaner)
+    log_compaction: bool | None = None
     lifecycle: bool = False  # the plugin can stop / restart it
     reasons: dict[str, str] = field(default_factory=dict, compare=False)
 
     NAMES = ("add_partitions", "log_append_time", "transactions", "delete_records", "accurate_watermarks",
-             "restart_keeps_data", "lifecycle")
+             "restart_keeps_data", "log_compaction", "lifecycle")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

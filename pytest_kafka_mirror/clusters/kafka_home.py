@@ -405,7 +405,8 @@ class KafkaCluster(KafkaAdminMixin):
             self._caps = probe_capabilities(
                 self,
                 delete_records=True,
-                declared={"restart_keeps_data": (True, "the log dirs are on disk in the work dir and reused by restart()")},
+                declared={"restart_keeps_data": (True, "the log dirs are on disk in the work dir and reused by restart()"),
+                          "log_compaction": (True, "Apache Kafka's log cleaner (log.cleaner.enable defaults to true)")},
                 lifecycle=True,
             )
         return self._caps

@@ -81,6 +81,9 @@ TANSU_GAPS = {
     "delete_records": "Tansu 0.6 panics on DeleteRecords (never probed: it would take the broker down)",
     "accurate_watermarks": "Tansu 0.6 reports wrong high watermarks / latest offsets",
     "restart_keeps_data": "memory storage: a restart loses every topic and record",
+    # measured: 580 records of 10 keys, cleanup.policy=compact, segment.ms=100,
+    # min.cleanable.dirty.ratio=0.01: all 580 readable 30 s later (nisshi-io/nisshi#649, open)
+    "log_compaction": "Tansu 0.6's memory storage never compacts a cleanup.policy=compact topic",
 }
 
 
@@ -174,6 +177,7 @@ class TansuCluster(KafkaAdminMixin):
             delete_records=False,
             accurate_watermarks=False,
             restart_keeps_data=False,
+            log_compaction=False,
             lifecycle=True,
             reasons=dict(TANSU_GAPS),
         )

@@ -12,7 +12,8 @@ Two formats, as in the original mirror tester:
 
 Besides test records, *warm-up records* prove that a replicator copies a topic before
 its schedule starts (``replicators/_readiness.py``): the value
-``km.warmup;SOURCE-PARTITION;TIMESTAMP-US;NONCE``, no key, no headers, in either format
+``km.warmup;SOURCE-PARTITION;TIMESTAMP-US;NONCE``, the key ``km.warmup`` (a compacted topic
+refuses records without a key), no headers, in either format
 (a replicator that drops headers keeps them).  Every reader recognises them first
 (:data:`Kind.WARMUP`) and counts them apart: they are never records of the run, foreign
 records or phantoms.
@@ -44,6 +45,7 @@ __all__ = [
     "FOREIGN",
     "Kind",
     "WARMUP",
+    "WARMUP_KEY",
     "WARMUP_PREFIX",
     "RecordEncoder",
     "compact_ranges",
@@ -231,6 +233,8 @@ MISSING, ALTERED = "missing", "altered"
 FOREIGN = Decoded(Kind.FOREIGN, None, None, None, None, None)
 WARMUP = Decoded(Kind.WARMUP, None, None, None, None, None)
 WARMUP_PREFIX = b"km.warmup;"
+#: The key of every warm-up record: a broker refuses records without a key on a compacted topic.
+WARMUP_KEY = b"km.warmup"
 
 
 def warmup_value(source_partition: int, nonce: str, ts_us: int) -> bytes:

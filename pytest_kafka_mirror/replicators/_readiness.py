@@ -7,7 +7,8 @@ brokers, a schedule started at the target topic's creation put the discovery tim
 (5.8-10.8 s) into the latency figures, where MM2's replication latency is 0.24 s.
 
 So before a run's schedule starts, :func:`await_ready` produces a *warm-up record*
-(``records.warmup_value``: source partition, time and a nonce of this round, no key) to
+(``records.warmup_value``: source partition, time and a nonce of this round; the key
+``records.WARMUP_KEY``, which compacted topics need) to
 every partition of every topic and waits until each one arrived on the target, read with
 ``assign()`` from offset 0.  A record is matched by its nonce and source partition, on
 any target partition, so a replicator that re-partitions is ready too.  Unarrived ones
@@ -30,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..produce.records import parse_warmup, warmup_value
+from ..produce.records import WARMUP_KEY, parse_warmup, warmup_value
 from .base import ReplicatorError
 
 __all__ = ["ReadinessError", "TopicReadiness", "await_ready", "format_partitions", "replicator_hooks"]
@@ -184,7 +185,7 @@ def await_ready(
                 ts = time.time_ns() // 1000
                 for r in rounds.values():
                     for p in r.missing():
-                        producer.produce(r.topic, warmup_value(p, nonce, ts), partition=p)
+                        producer.produce(r.topic, warmup_value(p, nonce, ts), WARMUP_KEY, partition=p)
                         r.sent += 1
                 producer.poll(0)
                 next_send = now + resend

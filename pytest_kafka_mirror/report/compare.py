@@ -122,6 +122,9 @@ FIGURES: dict[str, Figure] = {
         _count("reordered", "first copies that arrived behind a higher sequence of their lane"),
         _count("phantom", "arrived but never acknowledged"),
         _count("aborted_arrived", "of phantom: records of transactions the source aborted"),
+        _count("latest_missing", "lanes (keys) of compacted topics whose latest acknowledged record never arrived",
+               unit="lanes"),
+        _size("compacted_away", "older records of compacted topics' keys that did not arrive (not lost)"),
         _count("corrupted", "bad payload checksum"),
         _count("headers_lost", "arrived without their metadata headers"),
         _count("metadata_damaged", "arrived with some metadata headers or the key missing or altered"),
@@ -147,6 +150,8 @@ FIGURES: dict[str, Figure] = {
         _scenario("config_sync_s", "s", "topic config set on the source -> seen on the remote topic"),
         _scenario("group_sync_s", "s", "group committed on the source -> its idle target group moved to the "
                   "translated offsets"),
+        _scenario("compacted_before_copy", "records", "records of a compacted topic the source's log cleaner "
+                  "removed before the replicator copied them (the backlog it read had offset gaps)", gateable=False),
         _failover("failover_skipped", "records", "records a group had not consumed that it never reads after "
                   "failing over (at failover, or at any checkpoint of the run)"),
         _failover("failover_rereads_max", "records", "most records one group re-reads on one partition after "
@@ -179,7 +184,7 @@ DEFAULT_SHOWN = {
 
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
 SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
-                    "group_sync_s")
+                    "group_sync_s", "compacted_before_copy")
 
 
 def figure_names(kind: str) -> tuple[str, ...]:

@@ -39,6 +39,11 @@ Sequences the producer sent but the source never acknowledged are ranges of the 
 broadcast table (flagged unacknowledged), so counting those that never arrived costs
 nothing extra: their records, when they arrive, are phantoms.
 
+A lane of a topic the manifests list as compacted is a key: of its acknowledged records
+only the latest must arrive, and step 2 already tells whether it did (it ends the lane's
+last acknowledged range).  Its other missing records are counted as compacted away, and
+neither listed nor looked for in the gaps window (``_Job._latest_per_key``).
+
 ``pytest_kafka_mirror.verify.oracle`` computes the same report in plain Python; the tests
 check that the two agree exactly on generated histories.
 """
@@ -92,7 +97,8 @@ _IDENTIFIED = (f"kind IN ({', '.join(repr(kind) for kind in _IDENTIFIED_KINDS)})
 _SPARK_TYPES = {"string": "string", "int32": "int", "int64": "bigint", "bool": "boolean"}
 #: Report totals that are sums over lanes.
 _LANE_TOTALS = ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
-                "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived")
+                "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived",
+                "latest_missing", "compacted_away")
 
 LaneKey = tuple[str, str, int]
 
@@ -108,6 +114,13 @@ class LaneMeta:
     failed: list[tuple[int, int]] = field(default_factory=list)
     #: taken by the source in transactions it then aborted (a subset of :attr:`unacked`)
     aborted: list[tuple[int, int]] = field(default_factory=list)
+    #: a lane of a compacted topic (``Manifest.compacted``): a key, only its latest record must arrive
+    compacted: bool = False
+
+    @property
+    def latest(self) -> int | None:
+        """The latest acknowledged sequence (None when the source acknowledged none)."""
+        return self.acked[-1][1] if self.acked else None
 
     @property
     def unacked(self) -> list[tuple[int, int]]:
@@ -176,6 +189,7 @@ def manifest_lanes(run_dir: Path) -> tuple[dict[LaneKey, LaneMeta], dict[str, st
             meta.acked = _merge([*meta.acked, *lm.acked])
             meta.failed = _merge([*meta.failed, *lm.failed])
             meta.aborted = _merge([*meta.aborted, *lm.aborted])
+            meta.compacted = meta.compacted or lm.topic in m.compacted
     return lanes, topics
 
 
@@ -340,6 +354,9 @@ class _Job:
         ] + [(key, a, b, False) for key, meta in sorted(lanes_meta.items()) for a, b in _cut(meta.unacked, meta.aborted)]
         self.aborted_ids = {i for i, (key, a, b, acked) in enumerate(self.ranges)
                             if not acked and any(x <= a and b <= y for x, y in self.meta[key].aborted)}
+        #: lanes of compacted topics -> the id of their last acknowledged range (the latest record's)
+        self.latest_ids = {key: i for i, (key, a, b, acked) in enumerate(self.ranges)
+                           if acked and self.meta[key].compacted}
         # The range join probes a hash table by (lane, seq bucket): a lane whose acked seqs
         # are split into thousands of ranges (many delivery failures) then costs each record
         # one or two range checks, not thousands.
@@ -629,7 +646,28 @@ class _Job:
         for key, kinds in missing.per_kind.items():
             stats = self._lane(key)
             stats.lost, stats.unseen = kinds["lost"], kinds["unseen"]
+        self._latest_per_key(seen, missing)
         return lane_max, missing
+
+    def _latest_per_key(self, seen: Mapping[int, tuple[int, int, int]], missing: _Missing) -> None:
+        """Lanes of compacted topics: only the latest acknowledged record of each must arrive
+        (``latest_missing``); the older ones that did not are ``compacted_away``, not lost.
+        The latest record ends its lane's last acknowledged range: it arrived when that
+        range's highest seq received is it.  Their missing ranges are not listed (nor their
+        gaps looked for)."""
+        for key, meta in self.meta.items():
+            if not meta.compacted:
+                continue
+            stats = self._lane(key)
+            stats.compacted, stats.latest_seq = True, meta.latest
+            got = seen.get(self.latest_ids[key]) if key in self.latest_ids else None
+            stats.latest_missing = int(meta.latest is not None and (got is None or got[1] != meta.latest))
+            stats.compacted_away = stats.lost + stats.unseen - stats.latest_missing
+            stats.lost = stats.unseen = 0
+            missing.found.pop(key, None)
+            missing.n_ranges.pop(key, None)
+            missing.per_kind.pop(key, None)
+        missing.holed = [rid for rid in missing.holed if not self.meta[self.ranges[rid][0]].compacted]
 
     def _fill_missing(self, missing: _Missing, hole_rows: Sequence[Mapping[str, Any]]) -> None:
         """Add the gaps inside ranges (rows of :meth:`_holes_query`) and list every lane's missing ranges."""
@@ -871,7 +909,8 @@ class _Job:
     # -- 7. three-log reconciliation -----------------------------------------------------------
 
     def _reconcile(self) -> None:
-        """Split every lane's missing records into lost by the replicator and missing in the source.
+        """Split every lane's missing records into lost by the replicator and missing in the
+        source (but for lanes of compacted topics, whose figures stay 0).
 
         The acknowledged seqs absent from the target *and* from the source log are the holes
         of (target ∪ source) within the acknowledged ranges: the same range arithmetic as
@@ -886,10 +925,14 @@ class _Job:
             F.count(F.lit(1)).alias("distinct"), F.min("seq").alias("lo"), F.max("seq").alias("hi")).collect()
         seen = {r["range_id"]: (r["lo"], r["hi"], r["distinct"]) for r in rows}
         missing = self._missing(seen, lambda key, last: "source", "source")
+        # Lanes of compacted topics are not reconciled: their source log is compacted too.
+        missing.holed = [rid for rid in missing.holed if not self.meta[self.ranges[rid][0]].compacted]
         holes = self._holes_query(missing.holed, self.union)
         found, n_ranges = missing.add_holes(self.ranges, holes.collect() if holes is not None else [])
         per_kind = missing.per_kind
         for key, stats in self.stats.items():
+            if stats.compacted:
+                continue
             gone = per_kind[key]["source"] if key in per_kind else 0
             stats.missing_in_source = gone
             stats.lost_by_replicator = stats.lost + stats.unseen - gone

@@ -101,6 +101,21 @@ def _missing(want: set[int], have: set[int], top: int | None, tail: bool) -> lis
     return out
 
 
+def _delivery(s: LaneStats, want: set[int], seqs: set[int], top: int | None, compacted: bool, max_ranges: int) -> None:
+    """Lost / unseen and the missing ranges of lane ``s``; of a lane of a compacted topic (a
+    key), whether its latest acknowledged record arrived, the older ones being allowed to
+    have been compacted away."""
+    if compacted:
+        s.compacted, s.latest_seq = True, max(want, default=None)
+        s.latest_missing = int(s.latest_seq is not None and s.latest_seq not in seqs)
+        s.compacted_away = len(want - seqs) - s.latest_missing
+        return
+    missing = _missing(want, seqs, top, tail=True)
+    s.lost = sum(r.count for r in missing if r.kind == "lost")
+    s.unseen = sum(r.count for r in missing if r.kind == "unseen")
+    s.missing_ranges, s.missing_range_count = missing[:max_ranges], len(missing)
+
+
 def _latency(values: list[int], bounds: Sequence[float]) -> LatencyStats:
     histogram = [0] * (len(bounds) + 1)
     for v in values:
@@ -164,11 +179,8 @@ def oracle_report(
         s.duplicated = s.received - s.distinct
         dups = _duplicates(got)
         s.duplicate_ranges, s.duplicate_range_count = dups[:max_ranges], len(dups)
-        missing = _missing(want, seqs, top, tail=True)
-        s.lost = sum(r.count for r in missing if r.kind == "lost")
-        s.unseen = sum(r.count for r in missing if r.kind == "unseen")
-        s.missing_ranges, s.missing_range_count = missing[:max_ranges], len(missing)
-        if reconciled:
+        _delivery(s, want, seqs, top, lane_meta is not None and lane_meta.compacted, max_ranges)
+        if reconciled and not s.compacted:
             gone = _missing(want, seqs | source.get(key, set()), top, tail=False)
             s.missing_in_source = sum(r.count for r in gone)
             s.lost_by_replicator = s.lost + s.unseen - s.missing_in_source
@@ -230,7 +242,8 @@ def oracle_report(
         scenario=load_scenario_figures(run),
     )
     for name in ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",
-                 "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived"):
+                 "corrupted", "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived",
+                 "latest_missing", "compacted_away"):
         setattr(report, name, sum(getattr(s, name) for s in lanes))
     if examples:
         report.examples = _examples(report, ours, acked, meta, first_copy, reordered_at, kinds, examples)

@@ -43,6 +43,17 @@ aborted / aborted_arrived
     and how many of them arrived: never expected, they count as phantoms when they do (a
     replicator whose source consumer reads ``read_uncommitted``, MirrorMaker 2's default,
     copies them as ordinary records).
+latest_missing / compacted_away
+    topics declared compacted (``cleanup.policy=compact``; ``MirrorRun(..., compacted=...)``,
+    recorded in the manifests): each lane is a key, and the log cleaner may remove every
+    record of it but the latest, on the source before the replicator reads it or on the
+    target.  So a lane of such a topic is complete when its *latest* acknowledged record
+    arrived: ``latest_missing`` counts the lanes whose latest record never did (a failure,
+    like loss), ``compacted_away`` the older acknowledged records that did not arrive
+    (informational; not lost or unseen, which stay 0 for these lanes).  Order, duplicates,
+    phantoms and corruption are checked as for any lane: among what arrived, no lower
+    sequence after a higher one in a target partition.  These lanes take no part in the
+    three-log reconciliation (their source log is compacted as well).
 lost_by_replicator / missing_in_source
     three-log reconciliation, only when the run also captured the *source* topics
     (``reconciled``): each acknowledged record that never arrived was either in the source
@@ -90,7 +101,8 @@ REPORT_VERSION = 1
 TOTAL_FIELDS = (
     "expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered",
     "phantom", "corrupted", "headers_lost", "metadata_damaged", "foreign", "lane_split",
-    "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived",
+    "never_acked", "lost_by_replicator", "missing_in_source", "aborted_arrived", "latest_missing",
+    "compacted_away",
 )  # fmt: skip
 
 #: Messages stay readable whatever the size of the failure: at most this many lanes,
@@ -190,6 +202,14 @@ class LaneStats:
     lost_by_replicator: int = 0
     missing_in_source: int = 0
     aborted_arrived: int = 0
+    #: a lane of a compacted topic: a key, whose latest acknowledged record (``latest_seq``)
+    #: must arrive (``latest_missing`` 1 when it did not); ``compacted_away``: its older
+    #: acknowledged records that did not arrive (not lost: compaction removes them).  Its
+    #: lost / unseen are 0 and its missing ranges are not listed.
+    compacted: bool = False
+    latest_seq: int | None = None
+    latest_missing: int = 0
+    compacted_away: int = 0
     missing_ranges: list[MissingRange] = field(default_factory=list)
     missing_range_count: int = 0
     source_missing_ranges: list[MissingRange] = field(default_factory=list)
@@ -343,6 +363,10 @@ class MirrorReport:
     missing_in_source: int = 0
     #: of ``phantom``, the records of transactions the source aborted
     aborted_arrived: int = 0
+    #: lanes (keys) of compacted topics whose latest acknowledged record never arrived
+    latest_missing: int = 0
+    #: older acknowledged records of compacted topics' lanes that did not arrive (informational)
+    compacted_away: int = 0
     #: records the source took in transactions it then aborted (never expected)
     aborted: int = 0
     #: of ``metadata_damaged``, the records whose producer, lane or sequence was lost with it
@@ -547,14 +571,15 @@ class MirrorReport:
     # -- assertions --------------------------------------------------------------------
 
     def assert_no_loss(self, *, allow_source_loss: bool = False) -> None:
-        """Every acknowledged record arrived at least once (lost + unseen == 0).
+        """Every acknowledged record arrived at least once (lost + unseen == 0); of a
+        compacted topic, the latest record of every lane (latest_missing == 0).
 
         ``allow_source_loss=True`` (needs a run that captured the source topics) excuses the
         records the source cluster itself lost: only ``lost_by_replicator`` must be 0, e.g.
         in a scenario that kills a source broker on purpose.
         """
         __tracebackhide__ = True
-        self._raise([self._check_loss(allow_source_loss)])
+        self._raise([self._check_loss(allow_source_loss), self._check_latest()])
 
     def assert_in_order(self, max_reordered: int = 0) -> None:
         """At most ``max_reordered`` records arrived behind a higher sequence of their lane."""
@@ -572,7 +597,7 @@ class MirrorReport:
         """Every acknowledged record arrived exactly once: nothing lost, no extra copy.  A
         failure names each lane's missing and duplicated sequence ranges."""
         __tracebackhide__ = True
-        self._raise([self._check_loss(False), self._check_duplicates(0)])
+        self._raise([self._check_loss(False), self._check_latest(), self._check_duplicates(0)])
 
     def assert_no_phantoms(self) -> None:
         """Nothing arrived that the source did not acknowledge."""
@@ -629,7 +654,7 @@ class MirrorReport:
         check_limits("assert_ok", COUNT, max_reordered=max_reordered)
         limits = {"p50_ms": p50_ms, "p90_ms": p90_ms, "p99_ms": p99_ms, "p999_ms": p999_ms, "max_ms": max_ms}
         check_limits("assert_ok", LATENCY, **limits)
-        checks = [self._check_loss(allow_source_loss), self._check_corruption()]
+        checks = [self._check_loss(allow_source_loss), self._check_latest(), self._check_corruption()]
         if not allow_duplicates:
             checks.append(self._check_duplicates(0))
         checks.append(self._check_order(max_reordered))
@@ -774,6 +799,22 @@ class MirrorReport:
             lines.append(f"  the replicator ({self.replicator.get('spec', '?')}) says: {said}")
         if not self.reconciled:
             lines.append("  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.")
+        return "\n".join(lines)
+
+    def _check_latest(self) -> str | None:
+        if self.latest_missing == 0:
+            return None
+        keys = sum(1 for s in self.lanes if s.latest_seq is not None)
+        lines = [
+            (
+                f"latest value missing: {self.latest_missing} of {keys} lanes (keys) of compacted topics never "
+                f"received their latest acknowledged record (older records of a key may be compacted away, the "
+                f"latest must arrive)"
+            ),
+            *self._lane_lines(lambda s: s.latest_missing > 0,
+                              lambda s: f"latest seq {s.latest_seq} never arrived ({s.distinct} distinct of "
+                                        f"{s.expected} acknowledged arrived)"),
+        ]
         return "\n".join(lines)
 
     def _check_order(self, max_reordered: int) -> str | None:

@@ -130,3 +130,14 @@ def test_rows_keep_their_order_and_share_runs() -> None:
     assert [r[3] for r in rows] == [0, 1, 2, 3, 4, 5] and len(rows) == 6
     assert [run[0] for run in rows.runs] == [0, 2, 3, 4]
     assert list(SegmentRows(rows)) == list(rows)
+
+
+def test_a_lane_of_a_compacted_topic_is_awaited_by_its_latest_record() -> None:
+    """The capture stops once the latest record of every key of a compacted topic arrived:
+    the older ones may have been compacted away before the replicator read them."""
+    from pytest_kafka_mirror.capture.process import _awaited
+    from pytest_kafka_mirror.rundir import LaneManifest
+
+    lane = LaneManifest("state", 0, 0, sent=12, acked=[[0, 4], [6, 9]], failed=[[5, 5], [10, 11]])
+    assert _awaited(lane, compacted=False) == (9, [[0, 4], [6, 9]])
+    assert _awaited(lane, compacted=True) == (1, [[9, 9]])

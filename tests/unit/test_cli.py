@@ -355,3 +355,11 @@ def test_every_subcommand_and_argument_says_what_it_is() -> None:
 
     walk(build_parser(), "")
     assert missing == []
+
+
+def test_produce_checks_its_compacted_topics_before_connecting(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["produce", "--bootstrap", "127.0.0.1:1", "--topics", "t,u", "--run-dir", str(tmp_path), "--rate", "10",
+            "--count", "5", "--compacted", "u,v"]
+    assert main(args) == 2
+    _one_error_line(capsys, "kafka-mirror produce: --compacted v: not among --topics t,u")
