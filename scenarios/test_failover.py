@@ -160,6 +160,9 @@ def test_empty_partition(mirror_topics, mirror_producer, mirror_failover):
     for via in ("checkpoint", "synced"):
         e = report.entry("empty", topic, 2, via=via)
         assert e.end_of_log == 0 and e.committed == 0 and e.skipped == e.rereads == e.beyond_end == 0, e.head()
+    # nothing mirrored, no checkpoint (Kafka's testNoCheckpointsIfNoRecordsAreMirrored)
+    e = report.entry("empty", topic, 2, via="checkpoint")
+    assert e.translated is None and not e.offset_syncs, f"a checkpoint for a partition nothing was mirrored of: {e.head()}"
 
 
 @pytest.mark.nightly  # a replicator of its own (on real Kafka a second MM2) for one setting
