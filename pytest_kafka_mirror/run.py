@@ -262,11 +262,7 @@ class MirrorRun:
         topic_lanes = self._topic_lanes(chosen, lanes)
         producer.check_size(topic_lanes)
         monitor = self._witness_monitor(witnesses, chosen) if witnesses else None
-        self.start_capture()
-        if wait_for_target:
-            self._wait_for_target(chosen, *origin)
-            for sibling in self.siblings:
-                sibling._wait_for_target(chosen)
+        self._start_capture_and_wait(chosen, origin, wait_for_target)
         if monitor is not None:
             self.witnesses.append(monitor.start())
 
@@ -313,9 +309,7 @@ class MirrorRun:
                                          producer_id=producer_id, config=config, timeout=self.topic_timeout)
         self._refresh_partitions(chosen)
         topic_lanes = self._topic_lanes(chosen)
-        self.start_capture()
-        if wait_for_target:
-            self._wait_for_target(chosen)
+        self._start_capture_and_wait(chosen, (self.source_bootstrap, self.replicator), wait_for_target)
         manifest = producer.run(topic_lanes, transactions=transactions, records=records, abort_every=abort_every,
                                 interval=interval, target_names=self.topics)
         self._record([manifest], [], None)
@@ -364,6 +358,16 @@ class MirrorRun:
 
         return WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses, {t: self.partitions[t] for t in chosen},
                               end_timeout=self.drain_timeout)
+
+    def _start_capture_and_wait(self, chosen: Sequence[str], origin: tuple[str, Any], wait_for_target: bool) -> None:
+        """Before a producer starts: the captures (this run's and its siblings') run and,
+        with ``wait_for_target``, the topics are ready through ``origin``'s replicator and
+        through each sibling's."""
+        self.start_capture()
+        if wait_for_target:
+            self._wait_for_target(chosen, *origin)
+            for sibling in self.siblings:
+                sibling._wait_for_target(chosen)
 
     def _wait_for_target(self, chosen: Sequence[str], source_bootstrap: str | None = None, replicator: Any = None) -> None:
         """Readiness through the replicator, then the capture assigned every target partition."""

@@ -118,6 +118,10 @@ class LaneMeta:
     compacted: bool = False
 
     @property
+    def aborted_count(self) -> int:
+        return sum(b - a + 1 for a, b in self.aborted)
+
+    @property
     def latest(self) -> int | None:
         """The latest acknowledged sequence (None when the source acknowledged none)."""
         return self.acked[-1][1] if self.acked else None
@@ -555,7 +559,7 @@ class _Job:
             damaged_unmatched=kinds.unmatched,
             damage=kinds.damage,
             lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
-            aborted=sum(b - a + 1 for meta in self.meta.values() for a, b in meta.aborted),
+            aborted=sum(meta.aborted_count for meta in self.meta.values()),
             reconciled=reconciled,
             lanes=lanes,
             latency=overall,

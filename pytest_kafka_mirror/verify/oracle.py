@@ -231,7 +231,7 @@ def oracle_report(
         damaged_unmatched=damaged.unmatched,
         damage=damaged.damage,
         lane_split=sum(1 for s in lanes if len(s.partitions) > 1),
-        aborted=sum(b - a + 1 for m in meta.values() for a, b in m.aborted),
+        aborted=sum(m.aborted_count for m in meta.values()),
         reconciled=reconciled,
         lanes=lanes,
         latency=replace(_latency([v for vs in latencies.values() for v in vs], bounds), untimed=sum(untimed.values())),

@@ -88,7 +88,7 @@ def source_consumer(props: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _clients(args: argparse.Namespace, isolation: str = "read_uncommitted") -> tuple[Any, Any, Any, Any]:
+def _clients(args: argparse.Namespace, isolation: str) -> tuple[Any, Any, Any, Any]:
     """Source consumer (assign only), target producer, source and target admin clients."""
     from confluent_kafka import Consumer, Producer
 
