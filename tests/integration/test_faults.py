@@ -8,13 +8,13 @@ topic must show comes from the mirror's ledger of what it injected, not from the
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_kafka_mirror.replicators import FaultLedger, Knobs
 from pytest_kafka_mirror.verify import MirrorMismatchError, MirrorReport
+from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -137,9 +137,8 @@ def test_every_knob_is_reported_exactly(
 
 
 def _readme_example(section: str) -> str:
-    """The first Python block of a README section."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    return text.split(f"\n## {section}\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    """The first Python block of a section of docs/faults.md."""
+    return section_example("faults", section)
 
 
 @pytest.mark.kafka_mirror(drain_timeout=2, settle=0.3)
@@ -148,7 +147,7 @@ def test_readme_fault_injection_example(
     mirror_verifier: MirrorVerifier,
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(_readme_example("Fault injection"), "README.md", "exec"), namespace)
+    exec(compile(_readme_example("Fault injection"), "docs/faults.md", "exec"), namespace)
     namespace["test_drops_are_caught"](replicator, mirror_topics, mirror_producer, mirror_verifier)
     # The example proves something: its topic really lost records.
     (report,) = mirror_verifier.reports

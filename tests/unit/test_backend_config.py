@@ -389,9 +389,10 @@ def test_capabilities_require_skips_with_the_reason() -> None:
 def test_readme_command_recipes_are_valid_templates() -> None:
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    recipes = re.findall(r"--kafka-mirror-replicator='(command:[^']*)'", readme)
-    assert recipes, "README lost its command recipes"
+    from tests.docs import doc_text
+
+    recipes = re.findall(r"--kafka-mirror-replicator='(command:[^']*)'", doc_text("backends"))
+    assert recipes, "docs/backends.md lost its command recipes"
     values = {"source": "127.0.0.1:1", "target": "127.0.0.1:2", "topics": "^km-.*", "workdir": "/w"}
     for recipe in recipes:
         cmd = render_command(parse_replicator_spec(recipe).arg, values)
