@@ -378,6 +378,9 @@ OPTIONS: list[Option] = [
            "(for replicators that rebalance on every new topic, e.g. MirrorMaker 2) | test = each test creates its "
            "own | auto = session for mm2, command and external replicators and for a reference mirror that "
            "behaves like one (like=mm2), else test.", _provisioning),
+    Option("keep-topics", "", "false",
+           "Keep this session's test topics on clusters the plugin did not start (bootstrap:): by default they are "
+           "deleted at the session's end, on the source and their copies on the target.", _bool, kind=FLAG),
     # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
@@ -442,6 +445,8 @@ class Settings:
     upgrade_from: ReplicatorSpec | None = None
     share: str = "run"
     topic_provisioning: str = "auto"
+    #: keep the session's topics on bootstrap: clusters (else deleted at the session's end)
+    keep_topics: bool = False
     # -- results across runs and Prometheus; defaults so older callers keep working
     save: str | None = None
     autosave: bool = False
@@ -518,6 +523,7 @@ def resolve_settings(
         upgrade_from=values["kafka_mirror_upgrade_from"],
         share=values["kafka_mirror_share"],
         topic_provisioning=values["kafka_mirror_topic_provisioning"],
+        keep_topics=values["kafka_mirror_keep_topics"],
         save=values["kafka_mirror_save"],
         autosave=values["kafka_mirror_autosave"],
         compare=values["kafka_mirror_compare"],

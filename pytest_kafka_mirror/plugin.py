@@ -293,6 +293,26 @@ def replicator(
         session.pool = None
         if getattr(rep, "controllable", True):  # external: not ours to stop
             rep.stop()
+        _delete_session_topics(session, source_cluster, target_cluster, rep)
+
+
+def _delete_session_topics(session: KafkaMirrorSession, source: Cluster, target: Cluster,
+                           rep: Replicator) -> None:
+    """The session's topics on ``bootstrap:`` clusters are deleted at its end, unless kept;
+    the line saying so ends the terminal summary (an xdist worker's: its log only)."""
+    from .provisioning import delete_session_topics
+
+    s = session.settings
+    if s.keep_topics or "bootstrap" not in (s.source.kind, s.target.kind):
+        return
+    try:
+        said = delete_session_topics(source, target, rep, source_kind=s.source.kind, target_kind=s.target.kind)
+    except Exception as exc:  # the clusters' own problem: never fail the session's teardown for it
+        said = f"deleting the session's test topics failed: {exc}"
+    if said:
+        line = f"{said} (keep them with --kafka-mirror-keep-topics)"
+        session.closing_notes.append(line)
+        log.warning("kafka-mirror: %s", line)
 
 
 def _shares_replicator(item: pytest.Item) -> bool:

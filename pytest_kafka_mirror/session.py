@@ -111,6 +111,8 @@ class KafkaMirrorSession:
         self.runs: list[tuple[str, Path]] = []
         self.verified: set[Path] = set()
         self.spark: Any = None
+        #: lines for the end of the terminal summary (e.g. the test topics deleted from bootstrap: clusters)
+        self.closing_notes: list[str] = []
         #: whether get_spark started ``spark`` (stopped at the end) or found it running (left alone)
         self._owns_spark = False
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given

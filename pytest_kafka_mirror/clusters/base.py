@@ -241,6 +241,9 @@ class KafkaAdminMixin:
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot create topic {name!r} with {partitions} partitions: {exc}") from None
         _CREATED_US[name] = time.time_ns() // 1000
+        created = getattr(self, "created_topics", None)
+        if created is not None:  # a cluster the plugin did not start: deleted at the session's end
+            created.append(name)
         deadline = time.monotonic() + self.admin_timeout
         while self.partitions(name) != partitions:
             if time.monotonic() > deadline:
