@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
+    from pytest_kafka_mirror.faults.schedule import MirrorFaults
     from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics, MirrorVerifier
 
 pytestmark = pytest.mark.integration
@@ -152,3 +153,15 @@ def test_readme_fault_injection_example(
     # The example proves something: its topic really lost records.
     (report,) = mirror_verifier.reports
     assert report.lost + report.unseen > 0
+
+
+def test_docs_faults_on_a_timeline_example(
+    mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory, mirror_verifier: MirrorVerifier,
+    mirror_faults: MirrorFaults,
+) -> None:
+    """docs/faults.md's timeline example, as printed: the replicator killed at 4 s and started at 6 s."""
+    namespace: dict[str, Any] = {}
+    exec(compile(_readme_example("Faults on a timeline"), "docs/faults.md", "exec"), namespace)
+    namespace["test_replicator_crash"](mirror_topics, mirror_producer, mirror_verifier, mirror_faults)
+    (report,) = mirror_verifier.reports
+    assert [m["label"] for m in report.markers][:2] == ["kill replicator (reference)", "start replicator (reference)"], report.markers
