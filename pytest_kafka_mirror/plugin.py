@@ -165,8 +165,11 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
     spark = s.spark_description(_is_xdist_controller(config))
+    # naming only when given: unset, each replicator names topics its own way (MM2 by its
+    # replication policy, external:POLICY by its spec), which "naming=identity" would belie
+    naming = f" naming={st.naming}" if st.sources.get("naming", "default") != "default" else ""
     lines = [
-        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
+        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator}{naming} "
          f"spark={spark} reports={st.report_dir}")
     ]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
