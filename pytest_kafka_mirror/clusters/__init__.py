@@ -108,7 +108,7 @@ def _kafka_spec(text: str, arg: str) -> ClusterSpec:
             security = value
             continue
         if key != "brokers" or not sep or not value.isdigit() or not 1 <= int(value) <= MAX_BROKERS:
-            raise ValueError(f"{text!r}: {option!r} is neither brokers=N (N from 1 to {MAX_BROKERS}) nor "
+            raise ValueError(f"{text!r}: {option!r} is not brokers=N (N from 1 to {MAX_BROKERS}) or "
                              f"security={'|'.join(SECURITIES)}; accepted: {ACCEPTED}")
         brokers = int(value)
     return ClusterSpec("kafka", version + (f",brokers={brokers}" if brokers > 1 else "")

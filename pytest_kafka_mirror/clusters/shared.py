@@ -95,12 +95,14 @@ class ShareDir:
                     # what a replicator's configuration depends on (replicators/mm2.py)
                     "flavour": "tansu" if cluster.spec == "tansu" else getattr(cluster, "flavour", ""),
                     "replication_factor": getattr(cluster, "replication_factor", -1),
+                    # its clients' properties (a secured backend's generated credentials): the file is 0600
+                    "client_properties": dict(getattr(cluster, "client_properties", {})),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
-                path.write_text(json.dumps(data))
+                _write_private(path, data)
                 raise
-            path.write_text(json.dumps(data))
+            _write_private(path, data)
             return data
 
     def stop_all(self) -> list[int]:
@@ -108,6 +110,13 @@ class ShareDir:
         stopped = stop_registered(self.registry)
         shutil.rmtree(self.path, ignore_errors=True)
         return stopped
+
+
+def _write_private(path: Path, data: dict[str, Any]) -> None:
+    """``data`` as JSON readable by this user only (it may hold a cluster's credentials)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f)
 
 
 def worker_share_dir(workerinput: dict[str, Any] | None) -> ShareDir | None:
@@ -138,6 +147,8 @@ class SharedCluster(BootstrapCluster):
         self._caps = Capabilities(**endpoint.get("capabilities", {}))
         self.flavour = str(endpoint.get("flavour", ""))
         self.replication_factor = int(endpoint.get("replication_factor", -1))
+        self.set_client_properties(endpoint.get("client_properties") or {})
+        self.client_config()  # registers them before this worker starts any child process
 
     def capabilities(self) -> Capabilities:
         return self._caps
