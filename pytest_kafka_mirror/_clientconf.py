@@ -182,13 +182,13 @@ def check_librdkafka_keys(props: Mapping[str, str]) -> None:
         Producer({**props, "logger": _Silent()})
     except KafkaException as exc:
         text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
-        key = re.search(r'property "?([A-Za-z0-9_.\-]+)"?', text)
+        key = re.search(r'property:?\s*"?([A-Za-z0-9_.\-]+)', text)
         if "No such configuration property" in text and key:
             raise ValueError(f"{key.group(1)!r} is not a librdkafka client property (see librdkafka's "
                              "CONFIGURATION.md; Java-only settings of MM2 go to --kafka-mirror-replicator-properties)") \
                 from None
-        name = key.group(1) if key else "a property"
-        raise ValueError(f"librdkafka refuses the value of {name}: {redact(text, props.values())}") from None
+        what = f"the value of {key.group(1)}" if key else "these properties"
+        raise ValueError(f"librdkafka refuses {what}: {redact(text, props.values())}") from None
     except (TypeError, ValueError) as exc:
         raise ValueError(f"librdkafka refuses the properties: {redact(str(exc), props.values())}") from None
 
