@@ -34,8 +34,20 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ENV", "MASK", "ClientProperties", "is_secret", "masked", "parse_properties_text", "properties_for",
-           "read_properties_file", "redact", "register", "check_librdkafka_keys"]
+__all__ = [
+    "ENV",
+    "MASK",
+    "ClientProperties",
+    "check_librdkafka_keys",
+    "is_secret",
+    "masked",
+    "parse_properties_text",
+    "properties_for",
+    "read_properties_file",
+    "redact",
+    "register",
+    "write_private",
+]
 
 #: The environment variable naming the registry file of a process tree.
 ENV = "KAFKA_MIRROR_CLIENT_REGISTRY"
@@ -250,11 +262,19 @@ def _export() -> None:
         atexit.register(shutil.rmtree, _private_dir, True)
     path = _private_dir / "clients.json"
     tmp = _private_dir / "clients.json.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(_registry, f)
+    write_private(tmp, json.dumps(_registry))
     os.replace(tmp, path)
     os.environ[ENV] = str(path)
+
+
+def write_private(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path``, created with ``mode`` (0600 for a file holding secrets:
+    never readable by others, not even for an instant; an existing file is replaced)."""
+    Path(path).unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.chmod(path, mode)  # whatever the umask took away
 
 
 def properties_for(bootstrap: str | None) -> dict[str, str]:

@@ -13,6 +13,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._clientconf import write_private
+
 __all__ = ["TlsFiles", "make_tls_files"]
 
 
@@ -20,12 +22,6 @@ __all__ = ["TlsFiles", "make_tls_files"]
 class TlsFiles:
     ca: Path  # the CA certificate (PEM)
     broker: Path  # the broker's private key + certificate chain (PEM), a Kafka PEM keystore
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
 
 
 def make_tls_files(directory: str | os.PathLike[str], *, days: int = 7) -> TlsFiles:
@@ -65,7 +61,7 @@ def make_tls_files(directory: str | os.PathLike[str], *, days: int = 7) -> TlsFi
 
     pem = serialization.Encoding.PEM
     files = TlsFiles(ca=out / "ca.pem", broker=out / "broker.pem")
-    _write(files.ca, ca.public_bytes(pem), 0o644)
+    write_private(files.ca, ca.public_bytes(pem), 0o644)
     key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    _write(files.broker, key_pem + cert.public_bytes(pem) + ca.public_bytes(pem), 0o600)
+    write_private(files.broker, key_pem + cert.public_bytes(pem) + ca.public_bytes(pem), 0o600)
     return files

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import socket
 import time
 import uuid
@@ -237,8 +238,10 @@ class KafkaAdminMixin:
         from .._clientconf import redact
 
         text = " ".join(redact(self._auth_error).split())
-        return (f"{self.name} cluster: authentication failed at {self.bootstrap_servers}: {text} "
-                f"(check the {self.name}'s client properties: --kafka-mirror-{self.name}-config / -config-set)")
+        # librdkafka's "sasl_ssl://127.0.0.1:P/bootstrap: ... (after 312ms in state AUTH_REQ)": the message alone
+        text = re.sub(r"^\S+://\S+: ", "", re.sub(r" \(after \d+ms in state \w+\)$", "", text))
+        return (f"{self.name}: authentication failed at {self.bootstrap_servers}: {text}. Hint: check the {self.name} "
+                f"cluster's client properties (--kafka-mirror-{self.name}-config, --kafka-mirror-{self.name}-config-set)")
 
     def admin(self) -> AdminClient:
         from .. import _kafkalog

@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._clientconf import write_private
 from ..processes.cleanup import stop_registered
 from ..processes.managed import detached
 from .base import Capabilities, ClusterError
@@ -100,9 +101,9 @@ class ShareDir:
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
-                _write_private(path, data)
+                write_private(path, json.dumps(data))  # 0600: it may hold credentials
                 raise
-            _write_private(path, data)
+            write_private(path, json.dumps(data))  # 0600: it may hold credentials
             return data
 
     def stop_all(self) -> list[int]:
@@ -110,13 +111,6 @@ class ShareDir:
         stopped = stop_registered(self.registry)
         shutil.rmtree(self.path, ignore_errors=True)
         return stopped
-
-
-def _write_private(path: Path, data: dict[str, Any]) -> None:
-    """``data`` as JSON readable by this user only (it may hold a cluster's credentials)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f)
 
 
 def worker_share_dir(workerinput: dict[str, Any] | None) -> ShareDir | None:

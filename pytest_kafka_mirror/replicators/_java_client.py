@@ -29,13 +29,11 @@ Java-only settings go to ``--kafka-mirror-replicator-properties``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SAME_NAME", "client_properties_of", "jaas_config", "java_client_properties", "warn_untranslated",
-           "write_private"]
+__all__ = ["SAME_NAME", "client_properties_of", "jaas_config", "java_client_properties", "warn_untranslated"]
 
 #: librdkafka keys whose Java client has the same name and meaning
 SAME_NAME = frozenset({
@@ -133,12 +131,3 @@ def warn_untranslated(replicator: str, clusters: Mapping[str, Any]) -> list[str]
         warnings.warn(text, PytestKafkaMirrorWarning, stacklevel=3)
     return texts
 
-
-def write_private(path: Path, text: str, mode: int) -> None:
-    """Write ``text`` to ``path`` created with ``mode`` (0600 for a file with secrets: never
-    readable by others, not even for an instant)."""
-    path.unlink(missing_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, mode)

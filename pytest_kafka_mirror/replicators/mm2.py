@@ -44,15 +44,15 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._clientconf import is_secret
+from .._clientconf import is_secret, write_private
 from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
-from ._java_client import client_properties_of, java_client_properties, warn_untranslated, write_private
+from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
 
