@@ -236,3 +236,28 @@ def test_sasl_ssl_server_properties_and_scram_user(tmp_path: Path) -> None:
     assert argv[argv.index("--add-scram") + 1] == f"SCRAM-SHA-512=[name=kafka-mirror,password={sec.password}]"
     client = sec.client_properties()
     assert client["security.protocol"] == "SASL_SSL" and client["ssl.ca.location"] == str(sec.tls.ca)
+
+
+# ----------------------------------------------------------------------------- the stages outside pytest
+def test_the_stages_take_a_client_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import argparse
+
+    from pytest_kafka_mirror.cli.stages import _register_client_config, add_stage_commands
+
+    parser = argparse.ArgumentParser()
+    add_stage_commands(parser.add_subparsers())
+    f = tmp_path / "c.properties"
+    f.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=PLAIN\nsasl.username=u\n")
+    args = parser.parse_args(["capture", "--bootstrap", "127.0.0.1:7", "--run-dir", str(tmp_path), "--topics", "t",
+                              "--client-config", str(f), "--client-config-set", f"sasl.password={PASSWORD}"])
+    assert _register_client_config(args, "capture")
+    assert with_logger({"bootstrap.servers": "127.0.0.1:7"})["sasl.password"] == PASSWORD
+    bad = parser.parse_args(["capture", "--bootstrap", "127.0.0.1:8", "--run-dir", str(tmp_path), "--topics", "t",
+                             "--client-config-set", "sasl.mechanism.typo=x"])
+    assert not _register_client_config(bad, "capture")
+    assert "kafka-mirror capture: --client-config / --client-config-set: 'sasl.mechanism.typo' is not a librdkafka" \
+        in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["produce", "--bootstrap", "b:1", "--run-dir", "d", "--topics", "t", "--rate", "1",
+                           "--client-config", str(tmp_path / "missing")])
+    assert "no such file" in capsys.readouterr().err
