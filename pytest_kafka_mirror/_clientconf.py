@@ -245,6 +245,8 @@ def register(bootstrap: str, props: Mapping[str, str]) -> None:
         changed = False
         for address in _addresses(bootstrap):
             new = dict(props)
+            if not new and address not in _registry:
+                continue  # nothing to give (a plain cluster): no file, no environment variable
             if _registry.get(address) != new:
                 _registry[address] = new
                 changed = True
