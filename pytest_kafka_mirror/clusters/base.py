@@ -240,8 +240,9 @@ class KafkaAdminMixin:
         text = " ".join(redact(self._auth_error).split())
         # librdkafka's "sasl_ssl://127.0.0.1:P/bootstrap: ... (after 312ms in state AUTH_REQ)": the message alone
         text = re.sub(r"^\S+://\S+: ", "", re.sub(r" \(after \d+ms in state \w+\)$", "", text))
+        role = "source" if self.name == "source" else "target"  # a cluster of add_cluster takes the target's
         return (f"{self.name}: authentication failed at {self.bootstrap_servers}: {text}. Hint: check the {self.name} "
-                f"cluster's client properties (--kafka-mirror-{self.name}-config, --kafka-mirror-{self.name}-config-set)")
+                f"cluster's client properties (--kafka-mirror-{role}-config, --kafka-mirror-{role}-config-set)")
 
     def admin(self) -> AdminClient:
         from .. import _kafkalog

@@ -75,7 +75,7 @@ def java_client_properties(props: Mapping[str, str]) -> tuple[dict[str, str], li
     if mechanism:
         java["sasl.mechanism"] = mechanism.upper()
     if username is not None or password is not None:
-        mech = (mechanism or "PLAIN").upper()  # librdkafka's default mechanism is GSSAPI; with a user: PLAIN
+        mech = (mechanism or "GSSAPI").upper()  # librdkafka's default mechanism: GSSAPI (Kerberos), no user
         if mech in _LOGIN_MODULES:
             java["sasl.jaas.config"] = jaas_config(mech, username or "", password or "")
         else:

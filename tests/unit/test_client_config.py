@@ -177,6 +177,11 @@ def test_plain_a_pem_keystore_and_no_verification(tmp_path: Path) -> None:
     assert sorted(left) == ["queue.buffering.max.ms", "sasl.oauthbearer.client.id"]
 
 
+def test_a_user_without_a_mechanism_is_left_untranslated() -> None:
+    java, left = java_client_properties({"sasl.username": "u", "sasl.password": PASSWORD})
+    assert java == {} and left == ["sasl.username", "sasl.password"]  # GSSAPI (librdkafka's default) has no user
+
+
 def test_mm2_renders_each_clusters_properties_under_its_alias() -> None:
     props = render_mm2_properties(source_bootstrap="a:1", target_bootstrap="b:2", topics="km-.*", source_alias="east",
                                   target_alias="west", source_client={**SECURED, "ssl.ca.location": "/ca.pem"},
@@ -261,3 +266,17 @@ def test_the_stages_take_a_client_config(tmp_path: Path, capsys: pytest.CaptureF
         parser.parse_args(["produce", "--bootstrap", "b:1", "--run-dir", "d", "--topics", "t", "--rate", "1",
                            "--client-config", str(tmp_path / "missing")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_an_authentication_failure_is_one_line_naming_the_cluster_and_its_options() -> None:
+    from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
+
+    third = BootstrapCluster("third", "127.0.0.1:9")
+    assert third.auth_failure() is None
+    _clientconf.register("127.0.0.1:10", SECURED)
+    third._auth_error = (f"sasl_ssl://127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed\n"
+                         f"for {PASSWORD} (after 312ms in state AUTH_REQ)")
+    assert third.auth_failure() == (
+        f"third: authentication failed at 127.0.0.1:9: SASL authentication error: Authentication failed for {MASK}. "
+        "Hint: check the third cluster's client properties (--kafka-mirror-target-config, "
+        "--kafka-mirror-target-config-set)")
