@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kafka_mirror.clusters.kafka_dist import cache_dir
 from tests.kafka import KAFKA_VERSION
 
 pytestmark = pytest.mark.integration
@@ -17,11 +18,8 @@ pytestmark = pytest.mark.integration
 SECURED = f"kafka:{KAFKA_VERSION},security=sasl_ssl"
 
 
-def _cache() -> str:
-    """The release cache of this process (pytester's runs get another HOME, where a copy costs 7 s)."""
-    from pytest_kafka_mirror.clusters.kafka_dist import cache_dir
-
-    return f"--kafka-mirror-kafka-cache={cache_dir()}"
+#: the release cache, read at import: pytester's runs get another HOME, where a copy of the release costs 7-10 s
+CACHE = f"--kafka-mirror-kafka-cache={cache_dir()}"
 
 SCENARIO = """
 import pytest
@@ -60,7 +58,7 @@ def test_mm2_between_sasl_ssl_clusters_and_no_password_shown(pytester: pytest.Py
     secrets = tmp_path / "secrets.txt"
     pytester.makepyfile(SCENARIO.replace("{secrets!r}", repr(str(secrets))))
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", _cache(), f"--kafka-mirror-source={SECURED}", f"--kafka-mirror-target={SECURED}",
+        "-p", "no:cacheprovider", CACHE, f"--kafka-mirror-source={SECURED}", f"--kafka-mirror-target={SECURED}",
         f"--kafka-mirror-replicator=mm2:{KAFKA_VERSION}", "--kafka-mirror-drain-timeout=15", "-v", "-rA",
         "--log-level=DEBUG")
     result.assert_outcomes(passed=1)
@@ -89,7 +87,7 @@ def test_a_wrong_password_is_one_line_naming_the_cluster_before_anything_is_prod
     ran = tmp_path / "ran"
     pytester.makepyfile(WRONG.replace("{ran!r}", repr(str(ran))))
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", _cache(), f"--kafka-mirror-source={SECURED}", f"--kafka-mirror-target={SECURED}",
+        "-p", "no:cacheprovider", CACHE, f"--kafka-mirror-source={SECURED}", f"--kafka-mirror-target={SECURED}",
         "--kafka-mirror-source-config-set=sasl.password=not-the-password", "--kafka-mirror-replicator=reference")
     result.assert_outcomes(errors=1)
     lines = [line for line in result.stdout.lines if "authentication failed" in line]
