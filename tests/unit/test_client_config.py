@@ -280,3 +280,14 @@ def test_an_authentication_failure_is_one_line_naming_the_cluster_and_its_option
         f"third: authentication failed at 127.0.0.1:9: SASL authentication error: Authentication failed for {MASK}. "
         "Hint: check the third cluster's client properties (--kafka-mirror-target-config, "
         "--kafka-mirror-target-config-set)")
+
+
+def test_the_report_header_shows_the_properties_masked(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--co", "--kafka-mirror-source-config-set",
+                                          "security.protocol=SASL_SSL", "--kafka-mirror-source-config-set",
+                                          "sasl.mechanisms=PLAIN", "--kafka-mirror-source-config-set=sasl.username=alice",
+                                          f"--kafka-mirror-source-config-set=sasl.password={PASSWORD}")
+    result.stdout.fnmatch_lines([f"kafka-mirror: source client properties: security.protocol=SASL_SSL, "
+                                 f"sasl.mechanisms=PLAIN, sasl.username=alice, sasl.password={MASK}"])
+    assert PASSWORD not in result.stdout.str() and "target client properties" not in result.stdout.str()
