@@ -217,6 +217,10 @@ def _check_client_configs(values: dict[str, Any], sources: dict[str, str]) -> di
     for role in ("source", "target"):
         props = ClientProperties(values[f"kafka_mirror_{role}_config"] or {}).merged(
             dict(values[f"kafka_mirror_{role}_config_set"]))
+        # a relative file (ssl.ca.location=ca.pem) means the same in the child processes and in
+        # MirrorMaker, which run in their own work directories: absolute from here
+        props = props.merged({k: os.path.abspath(v) for k, v in props.items()
+                              if k.endswith((".location", ".keytab")) and v and not os.path.isabs(v)})
         if props:
             try:
                 check_librdkafka_keys(props)

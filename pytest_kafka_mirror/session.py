@@ -147,7 +147,9 @@ class KafkaMirrorSession:
         if client:
             set_props = getattr(cluster, "set_client_properties", None)
             if set_props is None:
-                raise ValueError(f"the {role} cluster ({spec}) takes no client properties")
+                from .clusters import ClusterError
+
+                raise ClusterError(f"the {role} cluster ({spec}) takes no client properties")
             set_props(client)
         return cluster
 

@@ -78,6 +78,15 @@ def test_file_then_inline_settings_per_cluster(tmp_path: Path) -> None:
     assert s.sources["source-config"] == "--kafka-mirror-source-config"
 
 
+def test_relative_files_become_absolute(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_kafka_mirror.clusters._tls import make_tls_files
+
+    make_tls_files(tmp_path)  # librdkafka reads the CA file while checking the properties
+    monkeypatch.chdir(tmp_path)  # children and MirrorMaker run elsewhere: the path must not depend on it
+    s = _resolve(ini={"kafka_mirror_source_config_set": ["security.protocol=SSL", "ssl.ca.location=ca.pem"]})
+    assert s.source_client["ssl.ca.location"] == str(tmp_path / "ca.pem")
+
+
 def test_no_client_properties_by_default() -> None:
     s = _resolve()
     assert dict(s.source_client) == {} and dict(s.target_client) == {}
