@@ -40,6 +40,16 @@ SECURED = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", 
            "sasl.password": PASSWORD}
 
 
+@pytest.fixture(autouse=True)
+def _own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test its own registry: the addresses registered here must not reach the other
+    tests' child processes through the environment."""
+    monkeypatch.setattr(_clientconf, "_registry", {})
+    monkeypatch.setattr(_clientconf, "_loaded", True)
+    monkeypatch.setattr(_clientconf, "_private_dir", None)
+    monkeypatch.setenv(_clientconf.ENV, "")  # restored (unset) after the test, whatever _export sets
+
+
 def _resolve(cli: dict[str, Any] | None = None, ini: dict[str, Any] | None = None, env: dict[str, str] | None = None):
     return resolve_settings(cli or {}, lambda k: (ini or {}).get(k), env or {}, rootdir=Path("/r"))
 
