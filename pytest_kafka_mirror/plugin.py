@@ -172,6 +172,12 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
         (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator}{naming} "
          f"spark={spark} reports={st.report_dir}")
     ]
+    for role, props in (("source", st.source_client), ("target", st.target_client)):
+        if props:
+            from ._clientconf import masked
+
+            shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
+            lines.append(f"kafka-mirror: {role} client properties: {shown}")
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     if isinstance(reporting, SessionReporting) and reporting.header():
         lines.append(reporting.header())

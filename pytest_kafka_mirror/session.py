@@ -144,7 +144,16 @@ class KafkaMirrorSession:
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home,
             kafka_cache=s.kafka_cache,
         )
-        return make_cluster(role, spec, workdir, options)
+        cluster = make_cluster(role, spec, workdir, options)
+        client = s.source_client if role == "source" else s.target_client
+        if client:
+            set_props = getattr(cluster, "set_client_properties", None)
+            if set_props is None:
+                from .clusters import ClusterError
+
+                raise ClusterError(f"the {role} cluster ({spec}) takes no client properties")
+            set_props(client)
+        return cluster
 
     def worker_topic_prefix(self) -> str:
         """Prefix of this process's test topics: ``PREFIX-WORKER``.  Its replicator mirrors

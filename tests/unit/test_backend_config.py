@@ -317,6 +317,8 @@ def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
     assert parse_cluster_spec("kafka:4.3.1") == ClusterSpec("kafka", "4.3.1")
     assert parse_cluster_spec("kafka:4.3.1,brokers=3") == ClusterSpec("kafka", "4.3.1,brokers=3")
     assert parse_cluster_spec("kafka:4.3.1,brokers=1") == ClusterSpec("kafka", "4.3.1")
+    assert parse_cluster_spec("kafka:4.3.1,security=sasl_ssl,brokers=3") == ClusterSpec("kafka", "4.3.1,brokers=3,security=sasl_ssl")
+    assert parse_cluster_spec("kafka:4.3.1,security=plaintext") == ClusterSpec("kafka", "4.3.1")
     for bad, message in [
         ("container:nginx", r"container:nginx.*cannot tell how to configure"),
         (f"kafka-home:{tmp_path / 'missing'}", "not a directory"),
@@ -326,6 +328,7 @@ def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
         ("kafka:2.8.1", "KRaft brokers, Apache Kafka 3.3 or later"),
         ("kafka:4.3.1,brokers=9", r"'brokers=9' is not brokers=N \(N from 1 to 5\)"),
         ("kafka:4.3.1,nodes=3", "is not brokers=N"),
+        ("kafka:4.3.1,security=ssl", r"'security=ssl' is not brokers=N .* or security=plaintext\|sasl_ssl"),
     ]:
         with pytest.raises(ValueError, match=f"{message}.*accepted: tansu \\| container:IMAGE"):
             parse_cluster_spec(bad)
