@@ -5,6 +5,7 @@ outlives pytest."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -82,3 +83,11 @@ def test_ctrl_c_mid_scenario_reports_and_leaves_nothing_behind(pytester: pytest.
     assert len(run_dirs) == 1 and Path(run_dirs[0]).name == "run-0", out[-4000:]
     assert Path(run_dirs[0], "capture").is_dir()  # what kafka-mirror verify reads
     assert f"next: kafka-mirror verify {run_dirs[0]}" in lines
+    # The hint, word for word: a verdict on what the source acknowledged until the interrupt.
+    done = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "verify", run_dirs[0]],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stdout + done.stderr  # not 2: "not a run directory"
+    assert done.stdout.startswith("expected ") and Path(run_dirs[0], "report.json").is_file(), done.stdout + done.stderr
+    if cut == "test_b_producing":
+        manifests = list(Path(run_dirs[0]).glob("manifest-*.json"))
+        assert len(manifests) == 1 and json.loads(manifests[0].read_text())["stats"]["interrupted"] is True
