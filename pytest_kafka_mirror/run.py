@@ -306,11 +306,15 @@ class MirrorRun:
         except BaseException as exc:
             if monitor is not None:
                 monitor.stop()
-            if isinstance(exc, KeyboardInterrupt) and getattr(producer, "interrupted", None) is not None:
-                # what the source acknowledged until Ctrl-C: `kafka-mirror verify RUN_DIR` verifies it
-                producer.interrupted.write(self.run_dir)
+            cut = getattr(producer, "interrupted", None) if isinstance(exc, KeyboardInterrupt) else None
+            if cut is not None:
+                # what the source acknowledged until Ctrl-C (a group: per process that stopped in
+                # time): `kafka-mirror verify RUN_DIR` verifies it
+                cut = cut if isinstance(cut, list) else [cut]
+                for manifest in cut:
+                    manifest.write(self.run_dir)
                 with self._lock:
-                    self.manifests.append(producer.interrupted)
+                    self.manifests.extend(cut)
             raise
         finally:
             # Faults still due after the last record (e.g. a restart at the end) happen
