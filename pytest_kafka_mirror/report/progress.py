@@ -35,6 +35,7 @@ import pytest
 
 from ..capture.rows import merge_progress
 from ..rundir import write_json_atomic
+from .metrics import PROGRESS_GLOB, _read_json
 
 __all__ = ["PHASES", "ProgressDisplay", "ProgressSpool", "RunStatus", "read_statuses", "status_line"]
 
@@ -44,7 +45,6 @@ PHASES = ("readiness", "producing", "draining", "verifying")
 SPOOL_KEY = "kafka_mirror_progress_spool"
 #: Seconds between two updates of the live line on a TTY.
 LIVE_EVERY = 1.0
-_PROGRESS_GLOB = "capture-progress*.json"
 _ERASE_LINE = "\x1b[K"
 
 
@@ -150,14 +150,6 @@ class RunStatus:
         return None  # above the largest bound
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}  # not written yet, or being replaced: the next round reads it
-    return data if isinstance(data, dict) else {}
-
-
 def read_statuses(spool_dir: str | Path) -> list[RunStatus]:
     """Every running run of every process of the session, by worker and test."""
     out: list[RunStatus] = []
@@ -168,7 +160,7 @@ def read_statuses(spool_dir: str | Path) -> list[RunStatus]:
                           float(entry.get("since", time.time())), entry.get("expected_s"), entry.get("limit_s"),
                           sent=sum(p.get("sent", 0) for p in producers), acked=sum(p.get("acked", 0) for p in producers),
                           failed=sum(p.get("failed", 0) for p in producers))
-            progress = merge_progress([_read_json(p) for p in sorted(Path(run_dir).glob(_PROGRESS_GLOB))] or [{}])
+            progress = merge_progress([_read_json(p) for p in sorted(Path(run_dir).glob(PROGRESS_GLOB))] or [{}])
             s.arrived = int(sum(progress.get("by_topic", {}).values()))
             hist = progress.get("latency") or {}
             s.latency_count, s.latency_sum_us = int(hist.get("count", 0)), int(hist.get("sum_us", 0))

@@ -35,7 +35,7 @@ from pathlib import Path
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from .connect import DRIVER_JAVA_OPTIONS, session_conf
+from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,18 +57,6 @@ class SparkSessionConflictError(RuntimeError):
     """A SparkSession with another master already runs in this process."""
 
 
-#: The local JVM's log4j 2 settings: errors only, on its stderr (a file, :func:`_quiet_jvm_start`).
-_QUIET_LOG4J = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = stderr
-appender.stderr.type = Console
-appender.stderr.name = stderr
-appender.stderr.target = SYSTEM_ERR
-appender.stderr.layout.type = PatternLayout
-appender.stderr.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
-"""
-
-
 @contextlib.contextmanager
 def _quiet_jvm_start() -> Iterator[str]:
     """While the local JVM starts: its stderr (the JVM's own warnings, Spark's start-up
@@ -78,7 +66,7 @@ def _quiet_jvm_start() -> Iterator[str]:
     logging.getLogger("py4j").setLevel(logging.WARNING)
     where = Path(tempfile.gettempdir()) / f"kafka-mirror-spark-{os.getpid()}"
     where.mkdir(exist_ok=True)
-    (where / "log4j2.properties").write_text(_QUIET_LOG4J)
+    (where / "log4j2.properties").write_text(log4j_properties("error"))
     try:
         sys.stderr.flush()
         saved = os.dup(2)
