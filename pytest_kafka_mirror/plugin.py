@@ -308,15 +308,23 @@ def replicator(
         rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
     except ReplicatorError as exc:
         _fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}")
+    # the replicator's start and the session's readiness round (a minute for MM2) in the progress display
+    starting = session.progress_spool.for_run(f"replicator {rep.spec}", f"start-{id(rep)}") \
+        if session.progress_spool is not None else None
     try:
         pool = _provision(request, session, source_cluster, rep)
         try:
+            if starting is not None:
+                starting.on_phase("readiness", None, session.settings.startup_timeout)
             rep.start()
             if pool is not None:
                 pool.await_ready(rep, target_cluster.bootstrap_servers, session.settings.startup_timeout)
                 log.info("kafka-mirror: %s", pool.describe())
         except ReplicatorError as exc:
             _fail(f"kafka-mirror replicator ({rep.spec}): {exc}")
+        finally:
+            if starting is not None:
+                starting.on_phase("done")
         yield rep
     finally:
         session.pool = None
