@@ -533,14 +533,15 @@ class MirrorRun:
                      f"{int(self.capture_status.get('ours', 0)):,}")
             if self.source_capture is not None:
                 self.source_capture_status = self.source_capture.wait(timeout)
+            # next: the verification, or the failover checks (both start with Spark, seconds of a cold JVM)
+            self._phase("verifying")
         return self.capture_status
 
     def verify(self, *, spark: Any = None, master: str = "local[2]", examples: int = 20) -> MirrorReport:
         """Finish the capture, run the Spark verification, write ``report.json``."""
         from .verify import verify_run
 
-        self.finish()
-        self._phase("verifying")
+        self.finish()  # says "verifying" once the capture ended
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
         self.report.markers = [m.to_dict() for m in self.markers]
         if self.report.lost or self.report.unseen or self.report.latest_missing:
