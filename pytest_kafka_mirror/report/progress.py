@@ -23,7 +23,6 @@ time: while a test runs, pytest's capture redirects descriptor 1 to a file.
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping

@@ -26,13 +26,13 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import tempfile
-import subprocess
 import threading
 import warnings
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
