@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -222,3 +223,40 @@ def test_no_progress_line_before_the_interval_nor_when_off(pytester: pytest.Pyte
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
         result.assert_outcomes(passed=1)
         assert "kafka-mirror: test_slow" not in result.stdout.str()
+
+
+def test_on_a_real_tty_the_live_status_is_shown_and_taken_back(pytester: pytest.Pytester) -> None:
+    """pytest on a pseudo-terminal: the status appears at the end of pytest's line, every
+    second, and is erased before the result is written there."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import time
+
+    pytester.makepyfile(test_slow=SCENARIO.replace("{sleep!r}", "2.5"))
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_slow.py"],
+                            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=child, stderr=child,
+                            env={**os.environ, "COLUMNS": "200"})
+    os.close(child)
+    out = b""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(main)
+    assert proc.wait(timeout=30) == 0, out.decode(errors="replace")[-3000:]
+    text = out.decode(errors="replace")
+    # at the end of pytest's line: after its "test_slow.py ", or where the previous status was erased
+    found = list(re.finditer(r"(?:test_slow\.py |\x1b\[K)( \[test_slow producing \d+/1 min 00 s, ETA [^:\]]+: sent 1,234, "
+                             r"acked 1,200, arrived 0, missing 1,200\])", text))
+    assert found and "test_slow.py  [test_slow " in text, text[-3000:]
+    for status in found:  # each taken back (cursor back its length, erase to the end of the line) before the next
+        assert text[status.end():].startswith(f"\x1b[{len(status.group(1))}D\x1b[K"), text[status.end():][:200]
+    assert re.search(r"\x1b\[K(\x1b\[32m)?\.", text), text[-3000:]  # the result lands where the status was
