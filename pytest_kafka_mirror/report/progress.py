@@ -13,7 +13,7 @@ Who knows what, and where it is read (the same shape as ``metrics.py``):
   the only one), reads both every second and writes the status to the terminal: on a
   TTY one line kept up to date at the end of pytest's current line and erased before
   pytest writes there; otherwise (CI logs) one line per running run every
-  ``interval`` seconds, and nothing before a run has lasted that long.
+  ``interval`` seconds, the first once a run has been seen for that long.
 
 The display writes to a duplicate of the terminal's file descriptor taken at configure
 time: while a test runs, pytest's capture redirects descriptor 1 to a file.
@@ -222,10 +222,11 @@ def status_line(s: RunStatus, now: float | None = None, *, worker: bool = False,
 class ProgressDisplay:
     """Writes the statuses of :func:`read_statuses` to ``stream`` (see the module docstring).
 
-    ``terminal``: pytest's terminal reporter (None in tests), whose idea of the current
-    line this keeps right: after a line of ours, pytest starts its next result on a line
-    of its own.  ``live``: a TTY line kept up to date; else a line per run every
-    ``interval`` seconds of a run's progress."""
+    ``terminal``: pytest's terminal reporter (None in tests), whose current line this
+    reads: the live status goes at its end (or on a line below when it does not fit), and
+    lines of ours go below it, after which it is written again for pytest to go on with.
+    ``live``: a TTY line kept up to date; else a line per run every ``interval`` seconds,
+    the first an interval after the display first saw the run."""
 
     def __init__(self, spool_dir: str | Path, stream: IO[str], *, live: bool, interval: float,
                  terminal: Any = None, worker_names: bool = False,
