@@ -72,10 +72,14 @@ def replicator_says(replicator: Any) -> dict[str, str]:
     return out
 
 
-def _log_producing(p: dict[str, Any]) -> None:
-    """The producer's progress (every 10 s) as a sentence."""
-    log.info("producer %s: %s records sent in %.0f s", p.get("producer_id"), f"{int(p.get('sent', 0)):,}",
-             float(p.get("elapsed", 0.0)))
+def _log_producing(p: dict[str, Any], capture: Capture) -> None:
+    """The producer's progress (every 10 s) as a sentence, with the arrivals so far."""
+    try:
+        arrived = f"{int(sum(capture.progress().get('by_topic', {}).values())):,}"
+    except Exception:  # no progress file yet: say so rather than fail the producer
+        arrived = "none yet"
+    log.info("producer %s: %s records sent in %.0f s; arrived on the target so far (this run): %s",
+             p.get("producer_id"), f"{int(p.get('sent', 0)):,}", float(p.get("elapsed", 0.0)), arrived)
 
 
 def _planned_seconds(rate: Any, duration: float | None, count: int | None) -> float | None:
@@ -301,7 +305,7 @@ class MirrorRun:
 
         try:
             result = producer.run(topic_lanes, rate=rate, duration=duration, count=count, target_names=self.topics,
-                                  progress=_log_producing, warmup_topic=self.warmup_topic,
+                                  progress=lambda p: _log_producing(p, self.capture), warmup_topic=self.warmup_topic,
                                   on_start=on_start, on_counts=on_counts)
         except BaseException as exc:
             if monitor is not None:
@@ -452,7 +456,8 @@ class MirrorRun:
             self.readiness.extend(rounds.values())
             write_readiness(self.run_dir, self.readiness)
         for r in rounds.values():
-            log.info("ready: %s after %.2f s (discovery %s s)", r.topic, r.warmup_s or 0.0, r.discovery_s)
+            discovery = "not measured" if r.discovery_s is None else f"{r.discovery_s:.2f} s"
+            log.info("ready: %s after %.2f s (discovery %s)", r.topic, r.warmup_s or 0.0, discovery)
         return list(rounds.values())
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
