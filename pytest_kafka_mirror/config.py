@@ -21,6 +21,7 @@ from .produce.records import FORMATS, metadata_size
 from .replicators import NamingPolicy, ReplicatorSpec, parse_naming, parse_replicator_spec
 from .report.compare import RegressionCheck, parse_compare_fail
 from .report.metrics import ListenAddress, parse_listen_address, parse_pushgateway
+from .report.progress import parse_progress as _progress
 
 __all__ = ["OPTIONS", "Option", "Settings", "SettingsError", "min_message_size", "resolve_settings"]
 
@@ -464,6 +465,11 @@ OPTIONS: list[Option] = [
            parse_compare_fail, kind=LIST),
     Option("storage", "PATH", ".kafka-mirror",
            "Directory of stored runs (relative to rootdir); also file://PATH.", _storage),
+    # -- live progress (report/progress.py) -------------------------------------------
+    Option("progress", "auto|live|off|SECONDS", "auto",
+           "Progress of the running scenarios in the terminal (phase, sent / acked / arrived / missing, "
+           "latency so far, ETA): auto = a line kept up to date on a TTY, else a line every 30 s; "
+           "SECONDS = a line every SECONDS; off = none.", _progress),
     # -- Prometheus (metrics.py) --------------------------------------------------------
     Option("metrics-port", "[HOST:]PORT", None,
            "Serve live Prometheus metrics over HTTP on this port (host 127.0.0.1 unless given; 0 = a free port).",
@@ -516,6 +522,8 @@ class Settings:
     #: its repr masks the secrets): the ``-config`` file with the ``-config-set`` ones over it
     source_client: Mapping[str, str] = field(default_factory=dict)
     target_client: Mapping[str, str] = field(default_factory=dict)
+    #: live progress: "auto", "live", "off" or seconds between two lines
+    progress: str | float = "auto"
 
     @property
     def metrics_enabled(self) -> bool:
@@ -594,4 +602,5 @@ def resolve_settings(
         spark_remote=values["kafka_mirror_spark_remote"],
         source_client=clients["source"],
         target_client=clients["target"],
+        progress=values["kafka_mirror_progress"],
     )

@@ -104,12 +104,41 @@ def pytest_configure(config: pytest.Config) -> None:
             from .report.metrics import MetricsSpool
 
             session.metrics_spool = MetricsSpool(workerinput[SPOOL_KEY], worker_id())
+        from .report.progress import SPOOL_KEY as PROGRESS_KEY
+
+        if workerinput.get(PROGRESS_KEY):
+            from .report.progress import ProgressSpool
+
+            session.progress_spool = ProgressSpool(workerinput[PROGRESS_KEY], worker_id())
     elif not config.getoption("help", False):
         reporting = SessionReporting(config, session)
         reporting.start()  # baseline and metrics errors fail here, before any cluster starts
         config.pluginmanager.register(reporting, "kafka-mirror-reporting")
         if not config.getoption("collectonly", False):
+            _start_progress(config, session)
             _install_releases(settings)
+
+
+def _start_progress(config: pytest.Config, session: KafkaMirrorSession) -> None:
+    """The live progress display (report/progress.py), on a duplicate of the terminal's
+    descriptor: pytest's capture redirects descriptor 1 while a test runs."""
+    import os
+    import sys
+
+    if session.settings.progress == "off":
+        return
+    try:
+        stream = os.fdopen(os.dup(sys.stdout.fileno()), "w", buffering=1, encoding="utf-8", errors="replace")
+    except (AttributeError, OSError, ValueError):  # no descriptor (an in-process pytester run)
+        return
+    from .report.progress import ProgressReporting, ProgressSpool
+
+    progress = ProgressReporting(config, session.settings.progress)
+    if progress.start(stream) is None:
+        return
+    config.pluginmanager.register(progress, "kafka-mirror-progress")
+    if not _is_xdist_controller(config):  # this process runs the tests itself
+        session.progress_spool = ProgressSpool(progress.spool_dir, "master")
 
 
 def _install_releases(settings: Settings) -> None:
@@ -288,15 +317,23 @@ def replicator(
         rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
     except ReplicatorError as exc:
         _fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}")
+    # the replicator's start and the session's readiness round (a minute for MM2) in the progress display
+    starting = session.progress_spool.for_run(f"replicator {rep.spec}", f"start-{id(rep)}") \
+        if session.progress_spool is not None else None
     try:
         pool = _provision(request, session, source_cluster, rep)
         try:
+            if starting is not None:
+                starting.on_phase("readiness", None, session.settings.startup_timeout)
             rep.start()
             if pool is not None:
                 pool.await_ready(rep, target_cluster.bootstrap_servers, session.settings.startup_timeout)
                 log.info("kafka-mirror: %s", pool.describe())
         except ReplicatorError as exc:
             _fail(f"kafka-mirror replicator ({rep.spec}): {exc}")
+        finally:
+            if starting is not None:
+                starting.on_phase("done")
         yield rep
     finally:
         session.pool = None

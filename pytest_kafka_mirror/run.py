@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +70,25 @@ def replicator_says(replicator: Any) -> dict[str, str]:
             except Exception as exc:
                 out[what] = f"cannot tell: {type(exc).__name__}: {exc}"
     return out
+
+
+def _log_producing(p: dict[str, Any], capture: Capture) -> None:
+    """The producer's progress (every 10 s) as a sentence, with the arrivals so far."""
+    try:
+        arrived = f"{int(sum(capture.progress().get('by_topic', {}).values())):,}"
+    except Exception:  # no progress file yet: say so rather than fail the producer
+        arrived = "none yet"
+    log.info("producer %s: %s records sent in %.0f s; arrived on the target so far (this run): %s",
+             p.get("producer_id"), f"{int(p.get('sent', 0)):,}", float(p.get("elapsed", 0.0)), arrived)
+
+
+def _planned_seconds(rate: Any, duration: float | None, count: int | None) -> float | None:
+    """How long a producer's schedule lasts, when the arguments say it."""
+    if duration:
+        return float(duration)
+    if count and isinstance(rate, (int, float)) and rate > 0:
+        return count / rate
+    return None
 
 
 class MirrorRun:
@@ -142,6 +161,18 @@ class MirrorRun:
         #: the run whose records this one captures too (None: its own producers)
         self.parent: MirrorRun | None = None
         self._capture_processes = capture_processes
+        #: ``on_phase(phase, expected_s, limit_s)`` at each phase of the run: readiness,
+        #: producing (``expected_s``: its planned length, when known), draining (``limit_s``:
+        #: the drain timeout), verifying, done; for live progress (``report/progress.py``)
+        self.on_phase: Callable[[str, float | None, float | None], None] | None = None
+
+    def _phase(self, phase: str, expected_s: float | None = None, limit_s: float | None = None) -> None:
+        """Tell :attr:`on_phase`; a progress display that fails never fails the run."""
+        if self.on_phase is not None:
+            try:
+                self.on_phase(phase, expected_s, limit_s)
+            except Exception as exc:
+                log.debug("progress of %s: %s", self.run_dir, exc)
 
     def also_capture(self, run_dir: str | os.PathLike[str], target_bootstrap: str, topics: dict[str, str], *,
                      replicator: Any = None) -> MirrorRun:
@@ -267,22 +298,27 @@ class MirrorRun:
             self.witnesses.append(monitor.start())
 
         def on_start() -> None:
+            self._phase("producing", _planned_seconds(rate, duration, count))
             schedule.start()
             if monitor is not None:
                 monitor.start_clock()
 
         try:
             result = producer.run(topic_lanes, rate=rate, duration=duration, count=count, target_names=self.topics,
-                                  progress=lambda p: log.info("producing: %s", p), warmup_topic=self.warmup_topic,
+                                  progress=lambda p: _log_producing(p, self.capture), warmup_topic=self.warmup_topic,
                                   on_start=on_start, on_counts=on_counts)
         except BaseException as exc:
             if monitor is not None:
                 monitor.stop()
-            if isinstance(exc, KeyboardInterrupt) and getattr(producer, "interrupted", None) is not None:
-                # what the source acknowledged until Ctrl-C: `kafka-mirror verify RUN_DIR` verifies it
-                producer.interrupted.write(self.run_dir)
+            cut = getattr(producer, "interrupted", None) if isinstance(exc, KeyboardInterrupt) else None
+            if cut is not None:
+                # what the source acknowledged until Ctrl-C (a group: per process that stopped in
+                # time): `kafka-mirror verify RUN_DIR` verifies it
+                cut = cut if isinstance(cut, list) else [cut]
+                for manifest in cut:
+                    manifest.write(self.run_dir)
                 with self._lock:
-                    self.manifests.append(producer.interrupted)
+                    self.manifests.extend(cut)
             raise
         finally:
             # Faults still due after the last record (e.g. a restart at the end) happen
@@ -310,6 +346,7 @@ class MirrorRun:
         self._refresh_partitions(chosen)
         topic_lanes = self._topic_lanes(chosen)
         self._start_capture_and_wait(chosen, (self.source_bootstrap, self.replicator), wait_for_target)
+        self._phase("producing")
         manifest = producer.run(topic_lanes, transactions=transactions, records=records, abort_every=abort_every,
                                 interval=interval, target_names=self.topics)
         self._record([manifest], [], None)
@@ -365,6 +402,7 @@ class MirrorRun:
         through each sibling's."""
         self.start_capture()
         if wait_for_target:
+            self._phase("readiness", None, self.topic_timeout)
             self._wait_for_target(chosen, *origin)
             for sibling in self.siblings:
                 sibling._wait_for_target(chosen)
@@ -418,7 +456,8 @@ class MirrorRun:
             self.readiness.extend(rounds.values())
             write_readiness(self.run_dir, self.readiness)
         for r in rounds.values():
-            log.info("ready: %s after %.2f s (discovery %s s)", r.topic, r.warmup_s or 0.0, r.discovery_s)
+            discovery = "not measured" if r.discovery_s is None else f"{r.discovery_s:.2f} s"
+            log.info("ready: %s after %.2f s (discovery %s)", r.topic, r.warmup_s or 0.0, discovery)
         return list(rounds.values())
 
     def produce_in_background(self, **kwargs: Any) -> threading.Thread:
@@ -490,22 +529,30 @@ class MirrorRun:
             for monitor in self.witnesses:  # their "end" commits, while the capture drains
                 monitor.finish()
             t0 = time.monotonic()
+            self._phase("draining", None, self.drain_timeout)
+            log.info("draining %s: the capture ends once every acknowledged record arrived, or %g s after the last "
+                     "arrival", self.run_dir.name, self.drain_timeout)
             self.capture_status = self.capture.wait(timeout)
-            log.info("capture ended (%s) after %.2f s of draining", self.capture_status.get("reason"), time.monotonic() - t0)
+            log.info("capture of %s ended (%s) after %.1f s of draining: %s records of this run arrived",
+                     self.run_dir.name, self.capture_status.get("reason"), time.monotonic() - t0,
+                     f"{int(self.capture_status.get('ours', 0)):,}")
             if self.source_capture is not None:
                 self.source_capture_status = self.source_capture.wait(timeout)
+            # next: the verification, or the failover checks (both start with Spark, seconds of a cold JVM)
+            self._phase("verifying")
         return self.capture_status
 
     def verify(self, *, spark: Any = None, master: str = "local[2]", examples: int = 20) -> MirrorReport:
         """Finish the capture, run the Spark verification, write ``report.json``."""
         from .verify import verify_run
 
-        self.finish()
+        self.finish()  # says "verifying" once the capture ended
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
         self.report.markers = [m.to_dict() for m in self.markers]
         if self.report.lost or self.report.unseen or self.report.latest_missing:
             self.report.replicator = replicator_says(self.replicator)
         self.report.write(self.run_dir / REPORT_FILE)
+        self._phase("done")
         return self.report
 
     def failover(self, settings: CheckpointSettings, *, wait: float | None = None, reset: str = "latest",
@@ -521,6 +568,7 @@ class MirrorRun:
 
     def close(self) -> None:
         """Stop the captures if they still run (a test failed before verifying)."""
+        self._phase("done")
         for monitor in self.witnesses:
             monitor.stop()
         self.capture.stop()

@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     from .clusters.shared import ShareDir
     from .env import Flow, MirrorEnv
     from .faults.schedule import Scheduled
+    from .produce.producer import CountsCallback
     from .provisioning import TopicPool
     from .replicators import Replicator, ReplicatorSpec
     from .report.metrics import MetricsSpool
+    from .report.progress import ProgressSpool
     from .run import MirrorRun
     from .verify import MirrorReport
     from .verify.failover_report import FailoverReport
@@ -117,6 +119,8 @@ class KafkaMirrorSession:
         self._owns_spark = False
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
         self.metrics_spool: MetricsSpool | None = None
+        #: live progress of this process's runs, unless --kafka-mirror-progress off (report/progress.py)
+        self.progress_spool: ProgressSpool | None = None
         #: the shared replicator's topics, provisioned at its start (session topic provisioning)
         self.pool: TopicPool | None = None
         #: in an xdist worker, the run's share directory (the shared Spark Connect server's URL)
@@ -436,6 +440,8 @@ class MirrorProducerFactory:
         self.session.runs.append((self.test_id, run.run_dir))
         if self.session.metrics_spool is not None:
             self.session.metrics_spool.capture_started(self.test_id, run.run_dir)
+        if self.session.progress_spool is not None:
+            run.on_phase = self.session.progress_spool.for_run(self.test_id, run.run_dir).on_phase
         return run
 
     def _warmup_topic(self) -> str | None:
@@ -497,15 +503,15 @@ class MirrorProducerFactory:
 
         ``flow``: produce on that flow's source, carried by its replicator into the run's
         target topics (a fan-in onto one topic, IdentityReplicationPolicy)."""
-        return run.produce(**self._produce_kwargs(flow, kwargs))
+        return run.produce(**self._produce_kwargs(flow, kwargs, run))
 
     def produce_in_background(self, run: MirrorRun, *, flow: Flow | None = None, **kwargs: Any) -> threading.Thread:
         """:meth:`produce` in a thread (``run.produce_in_background``): the verification of
         ``run`` waits for it and raises its error.  E.g. both directions of an active-active
         pair at once, or the second source of a fan-in."""
-        return run.produce_in_background(**self._produce_kwargs(flow, kwargs))
+        return run.produce_in_background(**self._produce_kwargs(flow, kwargs, run))
 
-    def _produce_kwargs(self, flow: Flow | None, kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _produce_kwargs(self, flow: Flow | None, kwargs: dict[str, Any], run: MirrorRun) -> dict[str, Any]:
         if flow is not None:
             kwargs.update(source_bootstrap=flow.source_cluster.bootstrap_servers, replicator=flow.replicator)
             try:  # the producer warms its connection up there (see _warmup_topic)
@@ -517,9 +523,23 @@ class MirrorProducerFactory:
         kwargs["message_size"] = kwargs.get("message_size") or s.message_size
         if kwargs.get("witnesses"):
             kwargs["witnesses"] = self.witness_groups(kwargs["witnesses"])
-        spool = self.session.metrics_spool
-        kwargs.setdefault("on_counts", spool.producer_counts if spool else None)
+        kwargs["on_counts"] = self._counts_callback(kwargs.get("on_counts"), run)
         return kwargs
+
+    def _counts_callback(self, given: CountsCallback | None, run: MirrorRun) -> CountsCallback | None:
+        """The producer's ``on_counts``: the test's own (``given``), the metrics' and the
+        progress display's, each called in turn."""
+        spool, progress = self.session.metrics_spool, self.session.progress_spool
+        callbacks = [c for c in (given, spool.producer_counts if spool else None,
+                                 progress.for_run(self.test_id, run.run_dir).on_counts if progress else None) if c]
+        if len(callbacks) <= 1:
+            return callbacks[0] if callbacks else None
+
+        def each(producer_id: str, counts: dict[str, dict[str, float]]) -> None:
+            for callback in callbacks:
+                callback(producer_id, counts)
+
+        return each
 
     def close(self) -> None:
         for run in self.runs:

@@ -99,6 +99,9 @@ class ProducerGroup:
         self.config = dict(config or {})
         self.flush_timeout = flush_timeout
         self.startup_timeout = startup_timeout
+        #: after a Ctrl-C: the manifests of what the source acknowledged until then, one per
+        #: process that stopped in time (stats ``interrupted``), for the caller to write
+        self.interrupted: list[Manifest] | None = None
         # Argument errors (format, size) here, before any process starts.
         self._producers = [
             MirrorProducer(bootstrap_servers, format=format, message_size=message_size, producer_id=pid,
@@ -172,10 +175,14 @@ class ProducerGroup:
             if on_start is not None:
                 on_start()
             self._watch(procs, progress, should_stop, on_counts)
-        except BaseException:
+        except BaseException as exc:
             (self.work_dir / STOP).touch()
-            for proc in procs:
-                proc.stop(timeout=min(self.flush_timeout, 10.0))
+            try:
+                if isinstance(exc, KeyboardInterrupt):
+                    self.interrupted = self._results_after_stop(procs)
+            finally:
+                for proc in procs:
+                    proc.stop(timeout=min(self.flush_timeout, 10.0))
             raise
         manifests = [Manifest.from_dict(json.loads((self.work_dir / f"result-{i}.json").read_text()))
                      for i in range(n)]
@@ -191,6 +198,21 @@ class ProducerGroup:
                 stacklevel=2,
             )
         return manifests
+
+    def _results_after_stop(self, procs: Sequence[Any]) -> list[Manifest]:
+        """The processes told to stop (the stop file) flush and write their manifests: the
+        ones written within the flush timeout (10 s at most), marked interrupted."""
+        deadline = time.monotonic() + min(self.flush_timeout, 10.0)
+        while any(proc.running for proc in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        out = []
+        for i in range(len(procs)):
+            path = self.work_dir / f"result-{i}.json"
+            if path.is_file():
+                manifest = Manifest.from_dict(json.loads(path.read_text()))
+                manifest.stats["interrupted"] = True
+                out.append(manifest)
+        return out
 
     def _failure(self, procs: Sequence[Any], i: int) -> ProducerError:
         err = self.work_dir / f"error-{i}.txt"

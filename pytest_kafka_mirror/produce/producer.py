@@ -492,8 +492,8 @@ class MirrorProducer:
         if stats["errors"]:
             log.warning("producer %s: %d delivery errors %s", self.producer_id, stats["failed"], stats["errors"])
         log.info(
-            "producer %s: sent %d, acked %d in %.2f s (%.0f msg/s per topic)",
-            self.producer_id, stats["sent"], stats["acked"], stats["produce_seconds"],
+            "producer %s: sent %s, acknowledged %s in %.1f s (%.0f msg/s per topic)",
+            self.producer_id, f"{stats['sent']:,}", f"{stats['acked']:,}", stats["produce_seconds"],
             stats["achieved_rate_per_topic"] or 0,
         )
 

@@ -346,12 +346,15 @@ class SessionReporting:
         dirs: dict[str, list[Path]] = {}
         for nodeid, run_dir in self.unverified:
             dirs.setdefault(nodeid, []).append(run_dir)
+        produced = [d for _, d in self.unverified if any(Path(d).glob("manifest-*.json"))]
         for nodeid in self.interrupted:
             tr.write_line(f"interrupted: {nodeid}", yellow=True)
             for run_dir in dirs.get(nodeid, []):
-                tr.write_line(f"  run directory (not verified): {run_dir}")
-        if self.unverified:
-            tr.write_line(f"next: kafka-mirror verify {self.unverified[-1][1]}")
+                # no manifest: interrupted before its producer started (readiness), nothing to verify
+                why = "" if run_dir in produced else ", nothing produced before the interrupt"
+                tr.write_line(f"  run directory (not verified{why}): {run_dir}")
+        if produced:  # a directory kafka-mirror verify accepts: the producers' manifests are there
+            tr.write_line(f"next: kafka-mirror verify {produced[-1]}")
         elif self.interrupted and getattr(self.config.option, "dist", "no") != "no":
             # The workers' runs: this process knows their tests, not their directories.
             tr.write_line(f"  run directories (not verified): under {self._basetemp()}")

@@ -56,17 +56,19 @@ _URL = re.compile(
     r"/?(?P<params>(?:;[^;=/]+=[^;]*)*)$"
 )
 # Quiet, except for the line that carries the port.
-_LOG4J = """\
-rootLogger.level = warn
-rootLogger.appenderRef.stdout.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex
-logger.connect.name = org.apache.spark.sql.connect.service.SparkConnectServer
-logger.connect.level = info
-"""
+def log4j_properties(level: str, **loggers: str) -> str:
+    """A log4j 2 configuration: the root logger at ``level`` on the JVM's stderr, and
+    ``loggers`` (name -> level) that say more."""
+    lines = [f"rootLogger.level = {level}", "rootLogger.appenderRef.stderr.ref = stderr",
+             "appender.stderr.type = Console", "appender.stderr.name = stderr", "appender.stderr.target = SYSTEM_ERR",
+             "appender.stderr.layout.type = PatternLayout",
+             "appender.stderr.layout.pattern = %d{HH:mm:ss.SSS} %p %c{1}: %m%n%ex"]
+    for i, (name, at) in enumerate(sorted(loggers.items())):
+        lines += [f"logger.l{i}.name = {name}", f"logger.l{i}.level = {at}"]
+    return "\n".join(lines) + "\n"
+
+
+_LOG4J = log4j_properties("warn", **{"org.apache.spark.sql.connect.service.SparkConnectServer": "info"})
 
 
 class SparkConnectError(RuntimeError):

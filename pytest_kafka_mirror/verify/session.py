@@ -22,15 +22,20 @@ unrelated project), and importing pyspark there would be slow for no reason.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import DRIVER_JAVA_OPTIONS, session_conf
+from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,6 +55,32 @@ _sigint: Any = None
 
 class SparkSessionConflictError(RuntimeError):
     """A SparkSession with another master already runs in this process."""
+
+
+@contextlib.contextmanager
+def _quiet_jvm_start() -> Iterator[str]:
+    """While the local JVM starts: its stderr (the JVM's own warnings, Spark's start-up
+    lines) goes to a file it keeps for life, and log4j reads a configuration of errors only;
+    yields the ``-Dlog4j2.configurationFile`` option.  py4j's INFO lines ("Closing down
+    clientserver connection") are kept from pytest's live log as well."""
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    where = Path(tempfile.gettempdir()) / f"kafka-mirror-spark-{os.getpid()}"
+    where.mkdir(exist_ok=True)
+    (where / "log4j2.properties").write_text(log4j_properties("error"))
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (AttributeError, OSError, ValueError):  # no descriptor 2 to take over
+        yield f"-Dlog4j2.configurationFile=file:{where / 'log4j2.properties'}"
+        return
+    log_fd = os.open(where / "jvm-stderr.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 2)  # the JVM inherits it when pyspark starts it
+    try:
+        yield f"-Dlog4j2.configurationFile=file:{where / 'log4j2.properties'}"
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(log_fd)
 
 
 def _is_remote(spark: Any) -> bool:
@@ -128,20 +159,21 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
         # on loopback (DESIGN.md conventions).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
-        builder = (
-            SparkSession.builder.master(master)
-            .appName("pytest-kafka-mirror-verify")
-            .config("spark.driver.memory", driver_memory)
-            .config("spark.driver.extraJavaOptions", DRIVER_JAVA_OPTIONS)
-        )
-        for key, value in session_conf(master).items():
-            builder = builder.config(key, value)
         global _jvm, _sigint
         main = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGINT) if main else None
         before = _spark_children()
         try:
-            spark = builder.getOrCreate()
+            with _quiet_jvm_start() as log4j:
+                builder = (
+                    SparkSession.builder.master(master)
+                    .appName("pytest-kafka-mirror-verify")
+                    .config("spark.driver.memory", driver_memory)
+                    .config("spark.driver.extraJavaOptions", f"{log4j} {DRIVER_JAVA_OPTIONS}")
+                )
+                for key, value in session_conf(master).items():
+                    builder = builder.config(key, value)
+                spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
         except BaseException:
             # A Ctrl-C (or a failure) while the JVM starts: pyspark may hold no handle on it

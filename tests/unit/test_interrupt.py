@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,11 +17,15 @@ import pytest
 
 from tests.conftest import processes_tagged
 from tests.stored import sample_report
+from tests.synthetic import SyntheticRun
 
-# test_done passes; test_cut verifies once, opens a second run and is interrupted before
-# verifying it (the run directory stands in for one a producer filled).
+# test_done passes; test_cut verifies once, opens two more runs and is interrupted before
+# verifying them: KM_RUN stands in for a run whose producer was cut short (a manifest of
+# what the source acknowledged until then, and the capture), run-2 for one cut short in
+# its readiness round (nothing produced).
 RECORDED_THEN_CUT = """
 import os, signal, time
+from pathlib import Path
 from pytest_kafka_mirror.plugin import SESSION_KEY
 from pytest_kafka_mirror.verify import MirrorReport
 
@@ -27,9 +34,10 @@ def test_done(mirror_verifier):
 
 def test_cut(request, mirror_verifier, tmp_path):
     mirror_verifier.record(MirrorReport.load(os.environ["KM_REPORT"]))
-    run_dir = tmp_path / "run-1"
-    run_dir.mkdir()
-    request.config.stash[SESSION_KEY].runs.append((request.node.nodeid, run_dir))
+    runs = request.config.stash[SESSION_KEY].runs
+    runs.append((request.node.nodeid, Path(os.environ["KM_RUN"])))  # its producer was cut short
+    (tmp_path / "run-2").mkdir()  # cut short in its readiness round: no manifest
+    runs.append((request.node.nodeid, tmp_path / "run-2"))
     os.kill(os.getpid(), signal.SIGINT)
     time.sleep(30)
 
@@ -43,6 +51,10 @@ def test_an_interrupted_session_says_what_it_verified_and_where_the_runs_are(
     report = tmp_path / "recorded.json"
     sample_report(expected=200).write(report)
     monkeypatch.setenv("KM_REPORT", str(report))
+    cut = SyntheticRun(tmp_path / "cut-run")
+    cut.lane("orders", pid="p1", lane=0, partition=0, acked=range(100)).deliver(range(60), latency_ms=5)
+    cut.write()
+    monkeypatch.setenv("KM_RUN", str(cut.run_dir))
     pytester.makepyfile(test_cut=RECORDED_THEN_CUT)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.INTERRUPTED
@@ -54,9 +66,18 @@ def test_an_interrupted_session_says_what_it_verified_and_where_the_runs_are(
         "    test_cut.py::test_done * 200 *",
         f"reports: {reports} (plots: *index.html)",
         "interrupted: test_cut.py::test_cut",
-        "  run directory (not verified): */test_cut0/run-1",
-        "next: kafka-mirror verify */test_cut0/run-1",
+        f"  run directory (not verified): {cut.run_dir}",
+        "  run directory (not verified, nothing produced before the interrupt): */test_cut0/run-2",
+        f"next: kafka-mirror verify {cut.run_dir}",
     ])
+    # The hint, word for word, gives a verdict on what was acknowledged until the interrupt.
+    [hint] = [line for line in result.stdout.lines if line.startswith("next: ")]
+    words = shlex.split(hint.removeprefix("next: "))
+    assert words[:2] == ["kafka-mirror", "verify"]
+    done = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", *words[1:]], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr  # the tail never arrived: a verdict, not "not a run directory"
+    assert "unseen 40" in done.stdout and "mirror mismatch" in done.stderr and (cut.run_dir / "report.json").is_file(), done.stdout
     assert "test_never_reached" not in result.stdout.str()
     results = json.loads((reports / "session.json").read_text())["results"]
     assert {k: r["outcome"] for k, r in results.items()} == {"test_cut.py::test_cut": "interrupted",

@@ -115,6 +115,37 @@ def test_drop_ranges_and_a_lost_producer(tmp_path: Path) -> None:
     assert all(report.lane(TOPIC, "p2", lane).unseen == COUNT for lane in range(LANES))
 
 
+def test_the_mirror_s_status_counts_what_the_knobs_dropped(tmp_path: Path) -> None:
+    """'read N records, produced M' and how many the knobs kept back (it said 'copied 4003
+    records' when 40 were dropped)."""
+    from pytest_kafka_mirror.replicators.reference.control import FaultControl
+
+    knobs = Knobs(drop_seqs=((1, 5, 9), (2, 39, 39)), lose_producers=("p2",))
+    control = FaultControl(None, None, lambda rec: None, lambda text: None)
+    assert control.dropped() == {} and control.dropped_words() == ""
+    engine = FaultEngine(TOPIC, knobs, PARTITIONS, control.ledgers.setdefault(TOPIC, Ledger()))
+    out = _mirror(engine, _source(producers=("p1", "p2")))
+    assert control.dropped() == {"drop": 6, "lose_producer": LANES * COUNT}
+    assert 2 * LANES * COUNT - len(out) == 6 + LANES * COUNT
+    assert control.dropped_words() == f", dropped {6 + LANES * COUNT} by fault knobs (drop 6, lose_producer {LANES * COUNT})"
+
+
+def test_the_mirror_s_status_is_its_last_status_line(tmp_path: Path) -> None:
+    """What a readiness timeout quotes: the status line (it looked for 'copied ', which the
+    mirror no longer writes, and said 'running, no status line yet')."""
+    from types import SimpleNamespace
+
+    from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
+
+    mirror = ReferenceReplicator("a:1", "b:2", tmp_path, topics="^km-")
+    log = ("12:00:00 ready: a:1 -> b:2, topics /^km-/\n"
+           "12:00:05 read 4003 records, produced 3963, dropped 40 by fault knobs (drop 40), 0 delivery errors\n"
+           "12:00:06 something else\n")
+    mirror.process = SimpleNamespace(log_tail=lambda n: log)  # type: ignore[assignment]
+    assert mirror.status() == "12:00:05 read 4003 records, produced 3963, dropped 40 by fault knobs (drop 40), " \
+                              "0 delivery errors"
+
+
 def test_duplicate_rate_and_replay(tmp_path: Path) -> None:
     report, ledger, _ = _run(tmp_path, Knobs(duplicate=0.1, seed=1))
     assert report.duplicated == ledger.count(TOPIC, "duplicate") > 0

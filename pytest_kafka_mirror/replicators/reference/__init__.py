@@ -258,7 +258,7 @@ class ReferenceReplicator:
         """What the mirror says about itself (its last status line), for timeout errors."""
         if self.process is None:
             return "never started"
-        lines = [line for line in self.process.log_tail(200).splitlines() if "copied " in line or "ready:" in line]
+        lines = [line for line in self.process.log_tail(200).splitlines() if " records, produced " in line or "ready:" in line]
         return lines[-1].strip() if lines else ("running, no status line yet" if self.running else "stopped")
 
     def _proc(self, verb: str) -> ManagedProcess:

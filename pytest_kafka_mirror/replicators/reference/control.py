@@ -27,6 +27,10 @@ def _checkpoint_knobs(k: Knobs) -> tuple[Any, ...]:
     return tuple(getattr(k, name) for name in CHECKPOINT_KNOBS)
 
 
+#: Ledger entries of records that never reach the target.
+DROPPING_KNOBS = ("drop", "lose_producer", "stop_tail")
+
+
 class FaultControl:
     """The knobs in force per topic, their engines and ledgers."""
 
@@ -46,6 +50,25 @@ class FaultControl:
         self._sig: tuple[int, int] | None = None
         #: what the checkpoint task reads (its knobs, and since when each topic's are in force)
         self.view = KnobView(Knobs(), {}, {None: time.monotonic()})
+
+    def dropped(self) -> dict[str, int]:
+        """Test records the fault knobs kept from the target so far, per knob (``drop``,
+        ``lose_producer``, ``stop_tail``: the held-back tail of a replaced engine)."""
+        out: dict[str, int] = {}
+        for ledger in self.ledgers.values():
+            for knob in DROPPING_KNOBS:
+                n = sum(len(seqs) for seqs in ledger.seqs.get(knob, {}).values())
+                if n:
+                    out[knob] = out.get(knob, 0) + n
+        return out
+
+    def dropped_words(self) -> str:
+        """``, dropped 40 by fault knobs (drop 40)``, or nothing when none were."""
+        dropped = self.dropped()
+        if not dropped:
+            return ""
+        each = ", ".join(f"{knob} {n}" for knob, n in sorted(dropped.items()))
+        return f", dropped {sum(dropped.values())} by fault knobs ({each})"
 
     def set_engine(self, topic: str, partitions: int) -> None:
         """Give ``topic`` the knobs now in force, releasing what the old engine buffered."""

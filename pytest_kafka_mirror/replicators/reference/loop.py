@@ -147,7 +147,8 @@ class CopyLoop:
 
     def status(self) -> str:
         s = self.stats
-        return (f"read {self.read} records, produced {self.produced}, {s.errors} delivery errors"
+        return (f"read {self.read} records, produced {self.produced}{self.control.dropped_words()}, "
+                f"{s.errors} delivery errors"
                 f"{' (last: ' + s.last_error + ')' if s.errors else ''}{self.groups.status()}, "
                 f"offset gaps re-read {self.gaps.refetched}, taken as absent {self.gaps.accepted}")
 

@@ -245,7 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     loop.run()
     configs.stop()
     left = loop.finish()
-    _log(f"stopped: read {loop.read} records, produced {loop.produced}, {stats.errors} delivery errors, "
+    _log(f"stopped: read {loop.read} records, produced {loop.produced}{loop.control.dropped_words()}, "
+         f"{stats.errors} delivery errors, "
          f"{left} unflushed")
     return 0
 
