@@ -51,7 +51,7 @@ def test_readme_scenario_runs_as_written(pytester: pytest.Pytester) -> None:
 
 def test_readme_failure_output_is_real(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_mirror=marked_block("README", "scenario"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", DROPS, "--kafka-mirror-drain-timeout=5")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", DROPS, "--kafka-mirror-drain-timeout=8")  # > the mirror's 5 s status period
     result.assert_outcomes(failed=1)
     message = _failure_message(result.stdout.str())
     assert_golden("readme_failure.txt", message)
