@@ -19,7 +19,8 @@ the tasks through the leader), records flowing at RATE msg/s per topic throughou
   a topic's partitions round-robin over its tasks) is on the target: the figure
   ``multi_node_resume_s``.  Node 0 is started again.
 * then a rolling restart: each node in turn stopped (SIGTERM) and started, the next one only
-  once the restarted node copies again.
+  once the restarted node runs a connector or task again (its log says so: every node has
+  the same Connect worker id, ``source->target``, so the status topic cannot tell them apart).
 * nothing lost, every lane in order; duplicates only from the kill, at most the records of
   one offset commit interval (``multi_node_duplicates_bound``: RATE x topics x the target
   herder's ``offset.flush.interval.ms``); a graceful stop commits first.
@@ -35,6 +36,7 @@ three JVMs with 320 MB heaps on a 2-core machine (the nodes beyond the first one
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 
@@ -77,6 +79,23 @@ def mm2_nodes(mirror_env, tmp_path):
             node.stop()
 
 
+def _working(node, timeout: float) -> float:
+    """Seconds until ``node``'s log of this start says it runs a connector or task of its own
+    (every node has the same Connect worker id, so the status topic cannot tell them apart)."""
+    t0 = time.monotonic()
+    path = getattr(node.runner, "log_path", None)  # the whole log of this start; a container's: its tail
+
+    def log() -> str:
+        return path.read_text(errors="replace") if path is not None and path.exists() else node.logs(5000)
+
+    while not re.search(r"Starting (task|connector) Mirror", log()):
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"{node.label} started no connector or task of its own in {timeout:g} s "
+                                 f"after its start; its log ends:\n{node.logs(30)}")
+        time.sleep(0.5)
+    return time.monotonic() - t0
+
+
 def _copying_on_every_partition(source, target, topic: str, remote: str, partitions: int, timeout: float) -> float:
     """Send a fresh record to every partition of ``topic`` every 0.5 s until each partition
     has one on ``remote``; the seconds it took (AssertionError naming the partitions on timeout)."""
@@ -92,7 +111,14 @@ def _copying_on_every_partition(source, target, topic: str, remote: str, partiti
                          "enable.auto.commit": False})
     producer = Producer({**source.client_config(), "linger.ms": 0})
     try:
-        ends = [consumer.get_watermark_offsets(TopicPartition(remote, p), timeout=10)[1] for p in range(partitions)]
+        ends = []
+        while len(ends) < partitions:  # a topic just created may have no leader yet
+            try:
+                ends.append(consumer.get_watermark_offsets(TopicPartition(remote, len(ends)), timeout=10)[1])
+            except Exception:
+                if time.monotonic() - t0 > timeout:
+                    raise
+                time.sleep(0.25)
         consumer.assign([TopicPartition(remote, p, ends[p]) for p in range(partitions)])
         seen: set[int] = set()
         next_send = 0.0
@@ -127,8 +153,9 @@ def test_multi_node_kill_and_rolling_restart(mirror_env, mirror_topics, mirror_p
     topics = mirror_topics(TOPICS, partitions=3)
     [sentinel] = mirror_topics(1, partitions=TASKS)
     resumed: list[float] = []
+    rejoined: list[float] = []
 
-    def kill_and_wait() -> None:
+    def kill_and_wait() -> None:  # the kill, then until every source task copies again
         rep.kill()
         resumed.append(_copying_on_every_partition(mirror_env.source, mirror_env.target, sentinel,
                                                    rep.target_topic(sentinel), TASKS, RESUME_TIMEOUT_S))
@@ -136,7 +163,8 @@ def test_multi_node_kill_and_rolling_restart(mirror_env, mirror_topics, mirror_p
     def rolling_restart() -> None:
         for node in nodes:
             node.stop()
-            node.start()  # returns once its probe record crossed: the cluster copies again
+            node.start()  # returns once its probe record crossed: the cluster copies (maybe through the others)
+            rejoined.append(_working(node, RESUME_TIMEOUT_S))  # this node runs a connector or task again
 
     run = mirror_producer.new_run(topics)
     _copying_on_every_partition(mirror_env.source, mirror_env.target, sentinel, rep.target_topic(sentinel), TASKS,
@@ -161,5 +189,6 @@ def test_multi_node_kill_and_rolling_restart(mirror_env, mirror_topics, mirror_p
     assert report.duplicated <= bound, (
         f"{report.duplicated} duplicates after one SIGKILL and a rolling restart of {NODES} MM2 nodes: more than "
         f"one commit interval's records ({bound}); a graceful stop must commit, a kill repeats at most that")
-    print(f"{NODES} nodes: copying resumed {resumed[0]:.2f} s after the kill; {report.duplicated} duplicates "
-          f"(bound {bound}); markers {[(m['label'], m['took']) for m in report.markers]}")
+    print(f"{NODES} nodes: copying resumed {resumed[0]:.2f} s after the kill; each restarted node ran work again "
+          f"{', '.join(f'{s:.1f}' for s in rejoined)} s after its start; {report.duplicated} duplicates (bound {bound}); "
+          f"markers {[(m['label'], m['took']) for m in report.markers]}")
