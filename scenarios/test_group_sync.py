@@ -68,6 +68,14 @@ class _ActiveMember:
         self.consumer.close()
 
 
+def _sync_settings(rep):
+    """The replicator's checkpoint settings; a skip with the reason where it syncs no groups."""
+    settings = getattr(rep, "checkpoints", None)
+    if settings is None or not settings.sync_group_offsets:
+        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    return settings
+
+
 def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -82,9 +90,7 @@ def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int],
 def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_producer, mirror_verifier,
                                            mirror_failover):
     rep = mirror_env.replicator
-    settings = getattr(rep, "checkpoints", None)
-    if settings is None or not settings.sync_group_offsets:
-        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    settings = _sync_settings(rep)
     [topic] = mirror_topics(1, partitions=3)
     remote = rep.target_topic(topic)
     run = mirror_producer([topic], rate=RATE, duration=6, witnesses=[witness("idle")])  # commits at the end
@@ -145,6 +151,7 @@ def _await_checkpoints(reader: TargetReader, group: str, remote: str, upstream: 
     return None, seen
 
 
+@pytest.mark.nightly  # an MM2 of its own: 51 s on Apache Kafka 4.3.1 + MM2 4.3.1
 @pytest.mark.kafka_mirror(replicator_properties=SYNC)
 def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
     """A group reset back on the source (a replay): the checkpoints follow it back, the group's
@@ -160,9 +167,7 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
     through the checkpoint does).
     """
     rep = mirror_env.replicator
-    settings = getattr(rep, "checkpoints", None)
-    if settings is None or not settings.sync_group_offsets:
-        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    settings = _sync_settings(rep)
     [topic] = mirror_topics(1, partitions=3)
     remote = rep.target_topic(topic)
     run = mirror_producer([topic], rate=RATE, duration=6, witnesses=[witness("replay")])  # commits at the end
