@@ -29,7 +29,8 @@ topic is put back to the source's default value, as the remote topic's own confi
 default filter keeps it back, so the sync never touches it). Both need brokers that tell a
 topic's own configs from their defaults (capability ``topic_config_defaults``: Tansu reports
 every config as a default, skipped); the ``source`` one an MM2 of 3.5 or later (older
-releases ignore the key). MM2 reads ``use.defaults.from`` only with the flow's prefix
+releases ignore the key; the ``target`` one passes on 3.4 too, whose full AlterConfigs drops
+what the source no longer sets). MM2 reads ``use.defaults.from`` only with the flow's prefix
 (``source->target.use.defaults.from``): at the top level its ``connectorBaseConfig`` drops
 it, as every key that is not a connector config name (measured with 4.3.1: the remote's
 ``retention.bytes`` was deleted, not set to the source's default). Kafka's own test sets it
