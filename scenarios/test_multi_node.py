@@ -25,6 +25,11 @@ the tasks through the leader), records flowing at RATE msg/s per topic throughou
   one offset commit interval (``multi_node_duplicates_bound``: RATE x topics x the target
   herder's ``offset.flush.interval.ms``); a graceful stop commits first.
 
+What it does not prove: the forwarding itself.  Where the source connector runs (leader or
+follower) when a topic is discovered is up to the group; measured with 4.3.1, the same run
+without the internal REST server passed too (copying resumed 10.3 s after the kill, 136
+duplicates), so a release that broke the forwarding may pass here.
+
 Why: production MM2 runs on several nodes for availability.  A node dying must not stop the
 copy for longer than the group needs to notice (the default 5-minute delay surprises), nor
 lose records; a rolling restart (config change, upgrade) must not either.
