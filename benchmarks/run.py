@@ -1,4 +1,4 @@
-"""``python -m benchmarks``: every figure of the README's Performance section, each with a
+"""``python -m benchmarks``: every figure of docs/performance.md, each with a
 reference measured in the same run on the same broker, written as JSON for the next run.
 
     python -m benchmarks              the full run (10M-record verification included: ~8 min on 2 cores)

@@ -95,8 +95,12 @@ def kafka_log() -> KafkaLog:
 
 
 def with_logger(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with the ``logger`` of :func:`kafka_log` (a copy; a given one is kept)."""
-    return {"logger": kafka_log(), **config}
+    """``config`` with the ``logger`` of :func:`kafka_log` and the client properties of the
+    cluster at its ``bootstrap.servers`` (security settings, see :mod:`._clientconf`): a
+    copy; the keys ``config`` gives are kept."""
+    from ._clientconf import properties_for
+
+    return {"logger": kafka_log(), **properties_for(config.get("bootstrap.servers")), **config}
 
 
 def serve(client: Any) -> None:

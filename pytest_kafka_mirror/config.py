@@ -11,7 +11,7 @@ import argparse
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,6 +186,49 @@ def _property(text: str) -> tuple[str, str]:
 def _properties(text: str) -> tuple[tuple[str, str], ...]:
     """``KEY=VALUE`` entries, one per line (blank lines and ``#`` comments ignored)."""
     return tuple(_property(line) for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
+
+
+def _client_config_file(text: str) -> Any:
+    """A Java-style ``.properties`` file of librdkafka client properties, read now."""
+    from ._clientconf import read_properties_file
+
+    text = text.strip()
+    if not text:
+        raise ValueError("an empty path; give a .properties file of librdkafka client properties")
+    return read_properties_file(text)
+
+
+def _client_property(text: str) -> tuple[str, str]:
+    """One ``KEY=VALUE`` librdkafka client property (the value is never echoed: it may be a password)."""
+    key, sep, value = text.strip().partition("=")
+    key = key.strip()
+    if not sep or not key or not all(c.isalnum() or c in "._-" for c in key):
+        raise ValueError("a client property is KEY=VALUE with a librdkafka property name, e.g. "
+                         "security.protocol=SASL_SSL or sasl.username=alice")
+    return key, value.strip()
+
+
+def _check_client_configs(values: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
+    """Each cluster's client properties: its file, then its KEY=VALUE settings over it,
+    checked by librdkafka itself (unknown keys, refused values) before anything starts."""
+    from ._clientconf import ClientProperties, check_librdkafka_keys
+
+    out: dict[str, Any] = {}
+    for role in ("source", "target"):
+        props = ClientProperties(values[f"kafka_mirror_{role}_config"] or {}).merged(
+            dict(values[f"kafka_mirror_{role}_config_set"]))
+        # a relative file (ssl.ca.location=ca.pem) means the same in the child processes and in
+        # MirrorMaker, which run in their own work directories: absolute from here
+        props = props.merged({k: os.path.abspath(v) for k, v in props.items()
+                              if k.endswith((".location", ".keytab")) and v and not os.path.isabs(v)})
+        if props:
+            try:
+                check_librdkafka_keys(props)
+            except ValueError as exc:
+                given = [sources[n] for n in (f"{role}-config", f"{role}-config-set") if sources[n] != "default"]
+                raise SettingsError(f"{' and '.join(given)}: {exc}") from None
+        out[role] = props
+    return out
 
 
 def _bool(text: str) -> bool:
@@ -378,6 +421,9 @@ OPTIONS: list[Option] = [
            "(for replicators that rebalance on every new topic, e.g. MirrorMaker 2) | test = each test creates its "
            "own | auto = session for mm2, command and external replicators and for a reference mirror that "
            "behaves like one (like=mm2), else test.", _provisioning),
+    Option("keep-topics", "", "false",
+           "Keep this session's test topics on clusters the plugin did not start (bootstrap:): by default they are "
+           "deleted at the session's end, on the source and their copies on the target.", _bool, kind=FLAG),
     # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
@@ -389,6 +435,18 @@ OPTIONS: list[Option] = [
     Option("replicator-properties", "KEY=VALUE", None,
            "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
            "repeat the flag, one per line in ini, newline-separated in env.", _property, kind=LIST, separator=r"\n"),
+    # -- client properties of the clusters (_clientconf.py; docs/secured-clusters.md) ------------
+    Option("source-config", "FILE", None,
+           "librdkafka client properties of every client of the source cluster (security.protocol, sasl.*, ssl.*, "
+           "...): a Java-style .properties file (KEY=VALUE lines, # comments), read at start. Translated to Java "
+           "names for MirrorMaker 2 / 1. Secrets are masked wherever shown.", _client_config_file),
+    Option("target-config", "FILE", None, "The same for the target cluster (and clusters added with add_cluster).",
+           _client_config_file),
+    Option("source-config-set", "KEY=VALUE", None,
+           "One librdkafka client property of the source cluster, over the file's; repeat the flag, one per line "
+           "in ini, newline-separated in env.", _client_property, kind=LIST, separator=r"\n"),
+    Option("target-config-set", "KEY=VALUE", None, "The same for the target cluster.", _client_property, kind=LIST,
+           separator=r"\n"),
     # -- results across runs (storage.py, compare.py) --------------------------------
     Option("save", "NAME", None,
            "Save this session's results as STORAGE/MACHINE/NNNN_NAME.json, to compare later runs with.",
@@ -442,6 +500,8 @@ class Settings:
     upgrade_from: ReplicatorSpec | None = None
     share: str = "run"
     topic_provisioning: str = "auto"
+    #: keep the session's topics on bootstrap: clusters (else deleted at the session's end)
+    keep_topics: bool = False
     # -- results across runs and Prometheus; defaults so older callers keep working
     save: str | None = None
     autosave: bool = False
@@ -452,6 +512,10 @@ class Settings:
     pushgateway: str | None = None
     #: a Spark Connect server to verify through (``sc://...``), or None
     spark_remote: str | None = None
+    #: librdkafka properties of the source's / target's clients (``_clientconf.ClientProperties``,
+    #: its repr masks the secrets): the ``-config`` file with the ``-config-set`` ones over it
+    source_client: Mapping[str, str] = field(default_factory=dict)
+    target_client: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def metrics_enabled(self) -> bool:
@@ -492,6 +556,7 @@ def resolve_settings(
 
     _check_message_size(values, sources)
     _check_spark(values, sources)
+    clients = _check_client_configs(values, sources)
 
     def under_root(text: str) -> Path:
         path = Path(text)
@@ -518,6 +583,7 @@ def resolve_settings(
         upgrade_from=values["kafka_mirror_upgrade_from"],
         share=values["kafka_mirror_share"],
         topic_provisioning=values["kafka_mirror_topic_provisioning"],
+        keep_topics=values["kafka_mirror_keep_topics"],
         save=values["kafka_mirror_save"],
         autosave=values["kafka_mirror_autosave"],
         compare=values["kafka_mirror_compare"],
@@ -526,4 +592,6 @@ def resolve_settings(
         metrics_port=values["kafka_mirror_metrics_port"],
         pushgateway=values["kafka_mirror_pushgateway"],
         spark_remote=values["kafka_mirror_spark_remote"],
+        source_client=clients["source"],
+        target_client=clients["target"],
     )

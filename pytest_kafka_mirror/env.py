@@ -43,8 +43,12 @@ class ViaLink:
     bootstrap address of the link in front of it."""
 
     def __init__(self, cluster: Cluster, link: Link) -> None:
+        from ._clientconf import register
+
         self._cluster = cluster
         self._link = link
+        # a client that bootstraps through the link needs the cluster's properties (security) too
+        register(link.bootstrap_servers, dict(getattr(cluster, "client_properties", {})))
 
     @property
     def bootstrap_servers(self) -> str:

@@ -165,10 +165,19 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
     spark = s.spark_description(_is_xdist_controller(config))
+    # naming only when given: unset, each replicator names topics its own way (MM2 by its
+    # replication policy, external:POLICY by its spec), which "naming=identity" would belie
+    naming = f" naming={st.naming}" if st.sources.get("naming", "default") != "default" else ""
     lines = [
-        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator} naming={st.naming} "
+        (f"kafka-mirror: source={st.source} target={st.target} replicator={st.replicator}{naming} "
          f"spark={spark} reports={st.report_dir}")
     ]
+    for role, props in (("source", st.source_client), ("target", st.target_client)):
+        if props:
+            from ._clientconf import masked
+
+            shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
+            lines.append(f"kafka-mirror: {role} client properties: {shown}")
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     if isinstance(reporting, SessionReporting) and reporting.header():
         lines.append(reporting.header())
@@ -293,6 +302,26 @@ def replicator(
         session.pool = None
         if getattr(rep, "controllable", True):  # external: not ours to stop
             rep.stop()
+        _delete_session_topics(session, source_cluster, target_cluster, rep)
+
+
+def _delete_session_topics(session: KafkaMirrorSession, source: Cluster, target: Cluster,
+                           rep: Replicator) -> None:
+    """The session's topics on ``bootstrap:`` clusters are deleted at its end, unless kept;
+    the line saying so ends the terminal summary (an xdist worker's: its log only)."""
+    from .provisioning import delete_session_topics
+
+    s = session.settings
+    if s.keep_topics or "bootstrap" not in (s.source.kind, s.target.kind):
+        return
+    try:
+        said = delete_session_topics(source, target, rep, source_kind=s.source.kind, target_kind=s.target.kind)
+    except Exception as exc:  # the clusters' own problem: never fail the session's teardown for it
+        said = f"deleting the session's test topics failed: {exc}"
+    if said:
+        line = f"{said} (keep them with --kafka-mirror-keep-topics)"
+        session.closing_notes.append(line)
+        log.warning("kafka-mirror: %s", line)
 
 
 def _shares_replicator(item: pytest.Item) -> bool:

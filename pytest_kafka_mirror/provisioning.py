@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from .clusters.base import Cluster
     from .replicators._readiness import TopicReadiness
 
-__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "largest_record", "resolve_mode"]
+__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "delete_session_topics", "largest_record",
+           "resolve_mode"]
 
 log = logging.getLogger("pytest_kafka_mirror.provisioning")
 
@@ -175,3 +176,46 @@ class TopicPool:
         ready = [r.discovery_s for r in self.readiness.values() if r.discovery_s is not None]
         slowest = f", slowest discovery {max(ready):.2f} s" if ready else ""
         return f"{len(self.partitions)} topics provisioned for the session{slowest}"
+
+
+def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_kind: str, target_kind: str) -> str:
+    """At the session's end, on clusters the plugin did not start (``bootstrap:``): delete
+    the topics this process created on the source (its tests' topics, the session pool's,
+    the replicator probe's) and their copies on the target, under the replicator's naming.
+    Clusters the plugin started go away with their data, so nothing is deleted there.
+
+    Only topics this process created are touched (never a pattern: another session may
+    run with the same prefix).  Returns a line saying what was deleted (or not) for the log.
+    """
+    created = list(getattr(source, "created_topics", ()) or ())
+    probe = getattr(replicator, "probe_topic", None)
+    if probe:
+        created.append(probe)
+    if not created:
+        return ""
+    said = []
+    if source_kind == "bootstrap":
+        said.append(_delete(source, created, "source"))
+    if target_kind == "bootstrap":
+        remote = [replicator.target_topic(t) for t in created]
+        said.append(_delete(target, remote, "target"))
+    return "; ".join(s for s in said if s)
+
+
+def _delete(cluster: Any, topics: list[str], role: str) -> str:
+    from confluent_kafka import KafkaError, KafkaException
+
+    futures = cluster.admin().delete_topics(topics, operation_timeout=10)
+    deleted, failed = 0, []
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=15)
+            deleted += 1
+        except KafkaException as exc:
+            if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                continue  # never copied / already gone
+            failed.append(f"{topic} ({exc.args[0].str() if exc.args else exc})")
+        except Exception as exc:  # a timeout: the broker may still delete it
+            failed.append(f"{topic} ({exc})")
+    line = f"deleted {deleted} test topic(s) from the {role} ({cluster.bootstrap_servers})"
+    return line + (f"; could not delete {len(failed)}: {', '.join(failed[:5])}" if failed else "")

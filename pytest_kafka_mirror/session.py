@@ -111,6 +111,8 @@ class KafkaMirrorSession:
         self.runs: list[tuple[str, Path]] = []
         self.verified: set[Path] = set()
         self.spark: Any = None
+        #: lines for the end of the terminal summary (e.g. the test topics deleted from bootstrap: clusters)
+        self.closing_notes: list[str] = []
         #: whether get_spark started ``spark`` (stopped at the end) or found it running (left alone)
         self._owns_spark = False
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
@@ -142,7 +144,16 @@ class KafkaMirrorSession:
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None, kafka_home=s.kafka_home,
             kafka_cache=s.kafka_cache,
         )
-        return make_cluster(role, spec, workdir, options)
+        cluster = make_cluster(role, spec, workdir, options)
+        client = s.source_client if role == "source" else s.target_client
+        if client:
+            set_props = getattr(cluster, "set_client_properties", None)
+            if set_props is None:
+                from .clusters import ClusterError
+
+                raise ClusterError(f"the {role} cluster ({spec}) takes no client properties")
+            set_props(client)
+        return cluster
 
     def worker_topic_prefix(self) -> str:
         """Prefix of this process's test topics: ``PREFIX-WORKER``.  Its replicator mirrors

@@ -9,7 +9,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "upgrade_gate: the selection `kafka-mirror gate OLD NEW -- scenarios -m upgrade_gate` runs before a "
-        "replicator upgrade (steady state, a restart, a failover): see the README's upgrade gate",
+        "replicator upgrade (steady state, a restart, a failover): see docs/reports.md, the upgrade gate",
     )
     config.addinivalue_line(
         "markers",

@@ -2,7 +2,7 @@
 bitmaps the stop decision reads and the live figures of the progress file.
 
 **Per-record work** is what limits a capture process (a bare consume loop reads several
-times faster, see the README's Performance section), so :meth:`RowBuilder.add` decodes
+times faster, see docs/performance.md), so :meth:`RowBuilder.add` decodes
 records as the producer writes them inline — four ``km.*`` headers in order, or a
 ``pid;seq;ts;`` body, the key naming the lane — and hands anything else to
 :func:`records.decode`, which classifies it exactly as before (foreign, headerless, or ours

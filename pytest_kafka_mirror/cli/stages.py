@@ -99,6 +99,39 @@ _positive_int = _argument(config._positive_int, "positive_int")
 _seconds = _argument(config._non_negative_float, "seconds")
 
 
+def _client_config_file(text: str) -> Any:
+    from .._clientconf import read_properties_file
+
+    return _argument(read_properties_file, "client_config")(text)
+
+
+_client_property = _argument(config._client_property, "client_property")
+
+
+def _add_client_options(parser: Any, cluster: str) -> None:
+    parser.add_argument("--client-config", type=_client_config_file, metavar="FILE",
+                        help=f"librdkafka properties of the {cluster} cluster's clients (security.protocol, sasl.*, "
+                             "ssl.*): a .properties file, as --kafka-mirror-source-config (docs/secured-clusters.md)")
+    parser.add_argument("--client-config-set", type=_client_property, action="append", default=[],
+                        metavar="KEY=VALUE", help="one such property, over the file's; repeatable")
+
+
+def _register_client_config(args: argparse.Namespace, command: str) -> bool:
+    """Give every client of ``--bootstrap`` (here and in the stage's child processes) the
+    ``--client-config`` properties; False (after one line on stderr) when librdkafka refuses them."""
+    from .._clientconf import ClientProperties, check_librdkafka_keys, register
+
+    props = ClientProperties(args.client_config or {}).merged(dict(args.client_config_set))
+    if props:
+        try:
+            check_librdkafka_keys(props)
+        except ValueError as exc:
+            print(f"kafka-mirror {command}: --client-config / --client-config-set: {exc}", file=sys.stderr)
+            return False
+        register(args.bootstrap, props)
+    return True
+
+
 def _interrupt_on_sigterm() -> None:
     """SIGTERM ends a stage as Ctrl-C does: cleanly, keeping what was measured (the
     last-resort handler of ``_process`` would SIGKILL the stage's processes)."""
@@ -129,6 +162,8 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     if args.message_size < need:
         print(f"kafka-mirror produce: --message-size {args.message_size} cannot hold a record of the {args.format} "
               f"format: its metadata takes {need} B; give --message-size {need} or more", file=sys.stderr)
+        return 2
+    if not _register_client_config(args, "produce"):
         return 2
     run_dir = Path(args.run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -204,6 +239,8 @@ def _cmd_capture(args: argparse.Namespace) -> int:
         print("kafka-mirror capture: give --topics TOPIC[,...] (with --naming) or --topics-map SOURCE=TARGET[,...]",
               file=sys.stderr)
         return 2
+    if not _register_client_config(args, "capture"):
+        return 2
     capture = Capture(args.bootstrap, args.run_dir, mapping, drain_timeout=args.drain_timeout, settle=args.settle,
                       startup_timeout=args.startup_timeout, processes=args.processes, producers=args.producers)
     _interrupt_on_sigterm()
@@ -260,6 +297,7 @@ def add_stage_commands(sub: Any) -> None:
                    help="a topic outside the mirrored set for one warm-up record ('' for none). Default: %(default)r")
     p.add_argument("--connect-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="limit for the source to answer. Default: %(default)r")
+    _add_client_options(p, "source")
     p.set_defaults(func=_cmd_produce)
 
     c = sub.add_parser("capture", help="capture the target topics into a run directory until the producers are done",
@@ -286,4 +324,5 @@ def add_stage_commands(sub: Any) -> None:
                    help="limit for the capture processes to start. Default: %(default)r")
     c.add_argument("--timeout", type=_seconds, default=0.0, metavar="SECONDS",
                    help="stop after this long whatever happens (0: no limit). Default: %(default)r")
+    _add_client_options(c, "target")
     c.set_defaults(func=_cmd_capture)

@@ -5,9 +5,11 @@
 ``container:IMAGE``        a broker container (Docker, host networking)
 ``kafka-home[:PATH]``      single-node KRaft Kafka from an unpacked
                            distribution (PATH defaults to --kafka-mirror-kafka-home)
-``kafka:VERSION[,brokers=N]``  the same Apache Kafka release resolved from Maven
-                           Central into the plugin's cache (``kafka_dist.py``);
-                           N combined nodes, replication factor min(N, 3)
+``kafka:VERSION[,brokers=N][,security=sasl_ssl]``  the same Apache Kafka release
+                           resolved from Maven Central into the plugin's cache
+                           (``kafka_dist.py``); N combined nodes, replication factor
+                           min(N, 3); sasl_ssl: clients connect with SASL_SSL
+                           (SCRAM-SHA-512, a generated CA), see docs/secured-clusters.md
 ``bootstrap:HOST:PORT,…``  an existing cluster, no lifecycle
 =========================  ==================================================
 
@@ -24,14 +26,14 @@ from dataclasses import dataclass
 
 from .base import Capabilities, Cluster, ClusterError
 
-__all__ = ["BackendOptions", "Capabilities", "Cluster", "ClusterError", "ClusterSpec", "kafka_spec_parts", "make_cluster",
-           "parse_cluster_spec"]
+__all__ = ["BackendOptions", "Capabilities", "Cluster", "ClusterError", "ClusterSpec", "kafka_spec_parts", "kafka_spec_security",
+           "make_cluster", "parse_cluster_spec"]
 
 _HOSTPORT = re.compile(r"^[A-Za-z0-9._\-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$")
 
 ACCEPTED = (
     "tansu | container:IMAGE (e.g. container:kafka-mirror/tansu:local, container:apache/kafka:3.9.0) | "
-    "kafka-home[:PATH] | kafka:VERSION[,brokers=N] (e.g. kafka:4.3.1, kafka:4.3.1,brokers=3) | "
+    "kafka-home[:PATH] | kafka:VERSION[,brokers=N][,security=sasl_ssl] (e.g. kafka:4.3.1, kafka:4.3.1,brokers=3) | "
     "bootstrap:HOST:PORT[,HOST:PORT...]"
 )
 MAX_BROKERS = 5
@@ -97,19 +99,32 @@ def _kafka_spec(text: str, arg: str) -> ClusterSpec:
     if v < KRAFT_SINCE:
         raise ValueError(f"{text!r}: kafka: runs KRaft brokers, Apache Kafka {format_version(KRAFT_SINCE)} or later "
                          f"(for an older cluster use bootstrap:HOST:PORT); accepted: {ACCEPTED}")
-    brokers = 1
+    from .kafka_home import SECURITIES
+
+    brokers, security = 1, "plaintext"
     for option in options:
         key, sep, value = option.partition("=")
+        if key == "security" and sep and value in SECURITIES:
+            security = value
+            continue
         if key != "brokers" or not sep or not value.isdigit() or not 1 <= int(value) <= MAX_BROKERS:
-            raise ValueError(f"{text!r}: {option!r} is not brokers=N (N from 1 to {MAX_BROKERS}); accepted: {ACCEPTED}")
+            raise ValueError(f"{text!r}: {option!r} is not brokers=N (N from 1 to {MAX_BROKERS}) or "
+                             f"security={'|'.join(SECURITIES)}; accepted: {ACCEPTED}")
         brokers = int(value)
-    return ClusterSpec("kafka", version + (f",brokers={brokers}" if brokers > 1 else ""))
+    return ClusterSpec("kafka", version + (f",brokers={brokers}" if brokers > 1 else "")
+                       + (f",security={security}" if security != "plaintext" else ""))
 
 
 def kafka_spec_parts(spec: ClusterSpec) -> tuple[str, int]:
     """(version, brokers) of a ``kafka:`` spec."""
-    version, _, brokers = spec.arg.partition(",brokers=")
-    return version, int(brokers or 1)
+    version, *options = spec.arg.split(",")
+    brokers = next((int(o.partition("=")[2]) for o in options if o.startswith("brokers=")), 1)
+    return version, brokers
+
+
+def kafka_spec_security(spec: ClusterSpec) -> str:
+    """``plaintext`` or ``sasl_ssl``: the clients' listener of a ``kafka:`` spec."""
+    return next((o.partition("=")[2] for o in spec.arg.split(",")[1:] if o.startswith("security=")), "plaintext")
 
 
 @dataclass(frozen=True)
@@ -172,7 +187,7 @@ def _kafka(name: str, spec: ClusterSpec, workdir: str, opts: BackendOptions) -> 
     except KafkaInstallError as exc:
         raise ClusterError(f"{name}: {exc}") from None
     return KafkaCluster(name, rel, workdir, spec=f"kafka:{spec.arg}", brokers=brokers,
-                        startup_timeout=_timeout(opts, 120.0))
+                        startup_timeout=_timeout(opts, 120.0), security=kafka_spec_security(spec))
 
 
 BACKENDS: dict[str, Callable[[str, ClusterSpec, str, BackendOptions], Cluster]] = {

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import socket
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -198,9 +200,53 @@ class KafkaAdminMixin:
     def bootstrap_servers(self) -> str:  # pragma: no cover - provided by the backend
         raise NotImplementedError
 
+    #: librdkafka properties of every client of this cluster besides ``bootstrap.servers``:
+    #: the backend's own (``kafka:V,security=sasl_ssl``), then the user's
+    #: (``--kafka-mirror-source-config`` ...) over them; see :mod:`.._clientconf`
+    client_properties: Mapping[str, str] = {}
+    #: the last authentication error a client of this cluster reported (one line)
+    _auth_error: str | None = None
+
+    def set_client_properties(self, props: Mapping[str, str] | None) -> None:
+        """Put the user's properties over the backend's own (before the cluster starts)."""
+        from .._clientconf import ClientProperties
+
+        self.client_properties = ClientProperties(self.client_properties).merged(props)
+
     def client_config(self) -> dict[str, Any]:
-        """Base librdkafka settings for any client of this cluster."""
-        return {"bootstrap.servers": self.bootstrap_servers}
+        """The full librdkafka configuration of a client of this cluster: its bootstrap
+        servers and :attr:`client_properties`.  Registers them, so that every client of
+        the package (and of its child processes) built for this address gets the same."""
+        from .._clientconf import register
+
+        props = dict(self.client_properties)
+        bootstrap = self.bootstrap_servers
+        register(bootstrap, props)
+        return {"bootstrap.servers": bootstrap, **props}
+
+    def _on_error(self, err: Any) -> None:
+        """The admin client's ``error_cb``: keeps an authentication failure, which no retry cures."""
+        from confluent_kafka import KafkaError
+
+        if err.code() in (KafkaError._AUTHENTICATION, getattr(KafkaError, "SASL_AUTHENTICATION_FAILED", -999)):
+            self._auth_error = err.str()
+
+    def auth_failure(self) -> str | None:
+        """One line naming this cluster and the authentication failure its clients met, or None."""
+        if self._admin is not None:
+            from .._kafkalog import serve
+
+            serve(self._admin)
+        if not self._auth_error:
+            return None
+        from .._clientconf import redact
+
+        text = " ".join(redact(self._auth_error).split())
+        # librdkafka's "sasl_ssl://127.0.0.1:P/bootstrap: ... (after 312ms in state AUTH_REQ)": the message alone
+        text = re.sub(r"^\S+://\S+: ", "", re.sub(r" \(after \d+ms in state \w+\)$", "", text))
+        role = "source" if self.name == "source" else "target"  # a cluster of add_cluster takes the target's
+        return (f"{self.name}: authentication failed at {self.bootstrap_servers}: {text}. Hint: check the {self.name} "
+                f"cluster's client properties (--kafka-mirror-{role}-config, --kafka-mirror-{role}-config-set)")
 
     def admin(self) -> AdminClient:
         from .. import _kafkalog
@@ -208,9 +254,9 @@ class KafkaAdminMixin:
         if self._admin is None:
             from confluent_kafka.admin import AdminClient
 
-            self._admin = AdminClient(
-                _kafkalog.with_logger({**self.client_config(), "socket.connection.setup.timeout.ms": 5000})
-            )
+            self._auth_error = None
+            self._admin = AdminClient(_kafkalog.with_logger(
+                {**self.client_config(), "socket.connection.setup.timeout.ms": 5000, "error_cb": self._on_error}))
         else:
             _kafkalog.serve(self._admin)  # its librdkafka messages, deduplicated (see _kafkalog)
         return self._admin
@@ -226,6 +272,9 @@ class KafkaAdminMixin:
             md = admin.list_topics(timeout=timeout)
         except KafkaException as exc:
             serve(admin)  # log why (e.g. "Connection refused") once, before the admin client is dropped
+            failure = self.auth_failure()
+            if failure:
+                raise ClusterError(failure) from None
             raise ClusterError(
                 f"{self.name}: no answer from bootstrap servers {self.bootstrap_servers} within {timeout:g} s "
                 f"({exc.args[0] if exc.args else exc})"
@@ -245,6 +294,9 @@ class KafkaAdminMixin:
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot create topic {name!r} with {partitions} partitions: {exc}") from None
         _CREATED_US[name] = time.time_ns() // 1000
+        created = getattr(self, "created_topics", None)
+        if created is not None:  # a cluster the plugin did not start: deleted at the session's end
+            created.append(name)
         deadline = time.monotonic() + self.admin_timeout
         while self.partitions(name) != partitions:
             if time.monotonic() > deadline:

@@ -18,6 +18,9 @@ class BootstrapCluster(KafkaAdminMixin):
         self.connect_timeout = connect_timeout
         #: where the address came from, for the hint of a failed start
         self.given_by = given_by or f"--kafka-mirror-{name.split('_')[0]} (bootstrap:HOST:PORT)"
+        #: the topics this process created here (the session deletes them at its end unless
+        #: --kafka-mirror-keep-topics): see provisioning.delete_session_topics
+        self.created_topics: list[str] = []
 
     @property
     def bootstrap_servers(self) -> str:

@@ -39,16 +39,58 @@ import subprocess
 import time
 from pathlib import Path
 
+from .._clientconf import ClientProperties, redact
 from ..processes.managed import ManagedProcess
 from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
 from .kafka_dist import KafkaRelease, Version, release_at
 
-__all__ = ["KafkaCluster", "KafkaNode", "check_kafka_home", "kafka_version", "render_server_properties",
+__all__ = ["SECURITIES", "KafkaCluster", "KafkaNode", "SecurityFiles", "check_kafka_home", "kafka_version", "render_server_properties",
            "storage_format_argv"]
 
 DYNAMIC_QUORUM_SINCE = (3, 9)
 #: loggers quietened to WARN in a broker's log (per request / per state change lines)
 QUIET_LOGGERS = ("kafka.request.logger", "state.change.logger", "kafka.log.LogCleaner", "org.apache.kafka.storage")
+
+
+SECURITIES = ("plaintext", "sasl_ssl")
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+#: the SCRAM user of a ``security=sasl_ssl`` cluster (its password is generated per cluster)
+SCRAM_USER = "kafka-mirror"
+
+
+class SecurityFiles:
+    """What a ``security=sasl_ssl`` cluster needs: a CA and a broker certificate
+    (:mod:`._tls`), a SCRAM user with a random password, the inter-broker port."""
+
+    def __init__(self, workdir: Path) -> None:
+        import secrets
+
+        from ._tls import make_tls_files
+
+        self.tls = make_tls_files(workdir / "tls")
+        self.user = SCRAM_USER
+        self.password = secrets.token_urlsafe(18)
+        self.internal_port = free_port()
+
+    def server_properties(self, listeners: list[str]) -> dict[str, str]:
+        props = {
+            "sasl.enabled.mechanisms": SCRAM_MECHANISM,
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.tls.broker),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(self.tls.ca),
+            "ssl.client.auth": "none",
+        }
+        for name in listeners:
+            props[f"listener.name.{name}.{SCRAM_MECHANISM.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;")
+        return props
+
+    def client_properties(self) -> dict[str, str]:
+        """The librdkafka properties a client of the cluster needs (what a user would give
+        with ``--kafka-mirror-source-config``)."""
+        return {"security.protocol": "SASL_SSL", "sasl.mechanisms": SCRAM_MECHANISM, "sasl.username": self.user,
+                "sasl.password": self.password, "ssl.ca.location": str(self.tls.ca)}
 
 
 def check_kafka_home(path: str | os.PathLike[str], *, need: str = "broker") -> Path:
@@ -77,6 +119,7 @@ def render_server_properties(
     voters: dict[int, int] | None = None,
     link: tuple[int, int] | None = None,
     extra: dict[str, str] | None = None,
+    security: SecurityFiles | None = None,
 ) -> str:
     """The ``server.properties`` of one combined broker + controller node on 127.0.0.1.
 
@@ -85,15 +128,25 @@ def render_server_properties(
     ``link`` = (P, Q): a ``LINK`` listener on port Q that advertises 127.0.0.1:P, where a
     faultable link (``faults.schedule.Link``) forwards to it: a client that bootstraps
     through the link is told to connect through the link.
+    ``security``: the client listener (``port``, and the link's) is SASL_SSL with
+    SCRAM-SHA-512 and the PEM keystore of ``security``; the brokers talk to each other on a
+    PLAINTEXT listener ``INTERNAL`` (port ``security.internal_port``), the controllers on
+    their PLAINTEXT one.
     """
     nodes = len(voters) if voters else 1
-    listeners = [f"PLAINTEXT://127.0.0.1:{port}", f"CONTROLLER://127.0.0.1:{controller_port}"]
-    advertised = [f"PLAINTEXT://127.0.0.1:{port}"]
-    protocols = "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+    client = "SASL_SSL" if security is not None else "PLAINTEXT"
+    name = "CLIENT" if security is not None else "PLAINTEXT"
+    listeners = [f"{name}://127.0.0.1:{port}", f"CONTROLLER://127.0.0.1:{controller_port}"]
+    advertised = [f"{name}://127.0.0.1:{port}"]
+    protocols = f"CONTROLLER:PLAINTEXT,{name}:{client}"
+    if security is not None:
+        listeners.append(f"INTERNAL://127.0.0.1:{security.internal_port}")
+        advertised.append(f"INTERNAL://127.0.0.1:{security.internal_port}")
+        protocols += ",INTERNAL:PLAINTEXT"
     if link is not None:
         listeners.append(f"LINK://127.0.0.1:{link[1]}")
         advertised.append(f"LINK://127.0.0.1:{link[0]}")
-        protocols += ",LINK:PLAINTEXT"
+        protocols += f",LINK:{client}"
     props: dict[str, str] = {
         "node.id": str(node_id),
         "process.roles": "broker,controller",
@@ -101,8 +154,10 @@ def render_server_properties(
         "advertised.listeners": ",".join(advertised),
         "listener.security.protocol.map": protocols,
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
+        "inter.broker.listener.name": "PLAINTEXT" if security is None else "INTERNAL",
     }
+    if security is not None:
+        props.update(security.server_properties(["client"] + (["link"] if link is not None else [])))
     if _dynamic_quorum(version, nodes):
         props["controller.quorum.bootstrap.servers"] = f"127.0.0.1:{controller_port}"
     else:
@@ -136,9 +191,12 @@ def render_server_properties(
 
 
 def storage_format_argv(cluster_id: str, properties: str | os.PathLike[str], version: Version | None,
-                        nodes: int = 1) -> list[str]:
-    """``StorageTool``'s arguments that format one node's log dir (run with :meth:`KafkaRelease.java_argv`)."""
+                        nodes: int = 1, scram: tuple[str, str] | None = None) -> list[str]:
+    """``StorageTool``'s arguments that format one node's log dir (run with :meth:`KafkaRelease.java_argv`);
+    ``scram`` = (user, password): a SCRAM-SHA-512 user in the bootstrap metadata (KRaft, Kafka >= 3.5)."""
     argv = ["format", "-t", cluster_id, "-c", str(properties)]
+    if scram is not None:
+        argv += ["--add-scram", f"{SCRAM_MECHANISM}=[name={scram[0]},password={scram[1]}]"]
     if _dynamic_quorum(version, nodes):
         argv.append("--standalone")
     argv.append("--ignore-formatted")
@@ -171,7 +229,8 @@ class KafkaNode:
 
     def format_process(self) -> subprocess.Popen[bytes]:
         argv = self._argv("kafka.tools.StorageTool", storage_format_argv(
-            self.cluster.cluster_id, self.properties, self.cluster.version, self.cluster.nodes), "-Xmx256M")
+            self.cluster.cluster_id, self.properties, self.cluster.version, self.cluster.nodes,
+            self.cluster.scram_user), "-Xmx256M")
         log = open(self.workdir / "format.log", "wb")
         with log:
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -241,9 +300,15 @@ class KafkaCluster(KafkaAdminMixin):
         startup_timeout: float = 120.0,
         stop_timeout: float = 30.0,
         heap: str | None = None,
+        security: str = "plaintext",
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, got {brokers}")
+        if security not in SECURITIES:
+            raise ValueError(f"security must be one of {', '.join(SECURITIES)}, got {security!r}")
+        #: plaintext | sasl_ssl (the clients' listener; see :class:`SecurityFiles`)
+        self.security = security
+        self.security_files: SecurityFiles | None = None
         self.name = name
         self.release = release
         self.home = release.home
@@ -262,6 +327,11 @@ class KafkaCluster(KafkaAdminMixin):
     @property
     def version_text(self) -> str:
         return self.release.version_text
+
+    @property
+    def scram_user(self) -> tuple[str, str] | None:
+        f = self.security_files
+        return (f.user, f.password) if f is not None else None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -288,6 +358,11 @@ class KafkaCluster(KafkaAdminMixin):
     process = runner
 
     def _render_and_format(self) -> None:
+        if self.security == "sasl_ssl" and self.security_files is None:
+            self.security_files = SecurityFiles(self.workdir)
+            # the user's properties (set_client_properties) stay over the generated ones
+            self.client_properties = ClientProperties(self.security_files.client_properties()).merged(
+                self.client_properties)
         for b in self.brokers:
             b.port, b.controller_port = free_port(), free_port()
             b.link = (free_port(), free_port()) if self.nodes == 1 else None
@@ -297,7 +372,7 @@ class KafkaCluster(KafkaAdminMixin):
             b.workdir.mkdir(parents=True, exist_ok=True)
             b.properties.write_text(render_server_properties(
                 node_id=b.node_id, port=b.port, controller_port=b.controller_port, log_dir=b.log_dir,
-                version=self.version, voters=voters, link=b.link))
+                version=self.version, voters=voters, link=b.link, security=self.security_files))
         formats = [(b, b.format_process()) for b in self.brokers]
         for b, proc in formats:
             try:
@@ -310,7 +385,7 @@ class KafkaCluster(KafkaAdminMixin):
                 raise ClusterError(
                     f"{self.name}: formatting the log dir of node {b.node_id} failed (exit {rc}): "
                     f"kafka.tools.StorageTool {' '.join(storage_format_argv(self.cluster_id, b.properties, self.version, self.nodes))}"
-                    f"\n{text[-2000:]}")
+                    f"\n{redact(text[-2000:], [self.scram_user[1]] if self.scram_user else [])}")
 
     def start(self) -> None:
         """Render and format (first start only), start every node; returns when metadata shows them all."""
@@ -339,6 +414,9 @@ class KafkaCluster(KafkaAdminMixin):
             for b in nodes:
                 if b.runner is not None and not b.runner.running:
                     raise ClusterError(f"{self.name}: Kafka exited during start-up: {b.runner.describe_exit()}")
+            failure = self.auth_failure()
+            if failure:  # no retry cures wrong credentials: say so now, not at the timeout
+                raise ClusterError(failure)
             left = deadline - time.monotonic()
             if left <= 0:
                 tails = "\n".join(f"node {b.node_id}:\n{b.logs(15)}" for b in nodes)
@@ -415,4 +493,6 @@ class KafkaCluster(KafkaAdminMixin):
         running = [b for b in self.brokers if b.running]
         state = (", ".join(f"node {b.node_id} pid {b.runner.pid}" for b in running if b.runner) or "stopped")
         where = self.bootstrap_servers if self.brokers[0].port else "-"
-        return f"{self.name}: Kafka {self.version_text} from {self.home}, {self.nodes} broker(s) at {where} ({state})"
+        secured = ", SASL_SSL (SCRAM-SHA-512) for clients" if self.security == "sasl_ssl" else ""
+        return (f"{self.name}: Kafka {self.version_text} from {self.home}, {self.nodes} broker(s) at {where}{secured} "
+                f"({state})")

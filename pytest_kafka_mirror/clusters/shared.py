@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._clientconf import write_private
 from ..processes.cleanup import stop_registered
 from ..processes.managed import detached
 from .base import Capabilities, ClusterError
@@ -95,12 +96,14 @@ class ShareDir:
                     # what a replicator's configuration depends on (replicators/mm2.py)
                     "flavour": "tansu" if cluster.spec == "tansu" else getattr(cluster, "flavour", ""),
                     "replication_factor": getattr(cluster, "replication_factor", -1),
+                    # its clients' properties (a secured backend's generated credentials): the file is 0600
+                    "client_properties": dict(getattr(cluster, "client_properties", {})),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
-                path.write_text(json.dumps(data))
+                write_private(path, json.dumps(data))  # 0600: it may hold credentials
                 raise
-            path.write_text(json.dumps(data))
+            write_private(path, json.dumps(data))  # 0600: it may hold credentials
             return data
 
     def stop_all(self) -> list[int]:
@@ -138,6 +141,8 @@ class SharedCluster(BootstrapCluster):
         self._caps = Capabilities(**endpoint.get("capabilities", {}))
         self.flavour = str(endpoint.get("flavour", ""))
         self.replication_factor = int(endpoint.get("replication_factor", -1))
+        self.set_client_properties(endpoint.get("client_properties") or {})
+        self.client_config()  # registers them before this worker starts any child process
 
     def capabilities(self) -> Capabilities:
         return self._caps

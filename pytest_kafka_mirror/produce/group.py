@@ -1,7 +1,7 @@
 """Several producer processes that share one schedule: rates one core cannot reach.
 
 One Python process hands a Kafka client a few hundred thousand records a second at best
-(see the README's Performance section); a replicator carrying more than that needs a
+(see docs/performance.md); a replicator carrying more than that needs a
 load generator that is not the bottleneck.  :class:`ProducerGroup` runs N
 :class:`~pytest_kafka_mirror.produce.producer.MirrorProducer` processes:
 

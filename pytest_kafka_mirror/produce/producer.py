@@ -19,7 +19,7 @@ keeps the send state and builds the manifest's lanes and stats from it).
 Per record the send loop (:meth:`_SendLoop.send`) does a ``divmod``, a due-time multiply,
 the header or body formatting and the client call; everything else (acknowledgements,
 rate accounting, per-second counts' dictionary, slip, lag) happens per pass or per failure.
-The figures are in ``benchmarks/`` (README, Performance).
+The figures are in ``benchmarks/`` (docs/performance.md).
 """
 
 from __future__ import annotations

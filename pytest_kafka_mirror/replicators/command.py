@@ -15,7 +15,7 @@ target (the command's own output is its log, quoted when it does not copy in tim
 ``stop()`` + ``start()`` runs the same command again in the same ``{workdir}``, so a
 replicator that keeps its state there resumes from it.  Target topic names follow
 ``--kafka-mirror-naming``.  Recipes for uReplicator, Brooklin and Confluent Replicator
-are in the README (section Backends).
+are in docs/backends.md.
 """
 
 from __future__ import annotations

@@ -27,10 +27,13 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._clientconf import is_secret, write_private
 from ..processes.managed import ManagedProcess
+from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._periodic import Periodic
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
@@ -60,9 +63,13 @@ def render_mm1(
     source_is_tansu: bool = False,
     max_record_bytes: int | None = None,
     overrides: tuple[tuple[str, str], ...] = (),
+    source_client: Mapping[str, str] | None = None,
+    target_client: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, str], dict[str, str], dict[str, str]]:
     """(consumer properties, producer properties, MirrorMaker options); ValueError for an
-    override that is none of ``consumer.*``, ``producer.*`` or a known option."""
+    override that is none of ``consumer.*``, ``producer.*`` or a known option.
+    ``source_client`` / ``target_client``: the clusters' librdkafka client properties,
+    given to the consumer / producer in the Java clients' names (:mod:`._java_client`)."""
     fits = str(max(JAVA_MAX_REQUEST_SIZE, (max_record_bytes or 0) + RECORD_OVERHEAD))
     consumer = {
         "bootstrap.servers": source_bootstrap,
@@ -75,6 +82,8 @@ def render_mm1(
     if source_is_tansu:
         consumer["fetch.max.wait.ms"] = "50"  # Tansu does not wake a waiting fetch
     producer = {"bootstrap.servers": target_bootstrap, "acks": "all", "max.request.size": fits}
+    consumer.update(java_client_properties(source_client or {})[0])
+    producer.update(java_client_properties(target_client or {})[0])
     options = dict(OPTIONS)
     for key, value in overrides:
         if key.startswith("consumer."):
@@ -175,9 +184,11 @@ class LegacyMirrorMaker(RunnerReplicator):
             self.consumer, self.producer, self.options = render_mm1(
                 source_bootstrap=source.bootstrap_servers, target_bootstrap=target.bootstrap_servers,
                 group_id=self.group_id, source_is_tansu=is_tansu(source), max_record_bytes=max_record_bytes,
-                overrides=overrides)
+                overrides=overrides, source_client=client_properties_of(source),
+                target_client=client_properties_of(target))
         except ValueError as exc:
             raise ReplicatorError(f"--kafka-mirror-replicator-properties: {exc}") from None
+        warn_untranslated("MirrorMaker 1", {"source": source, "target": target})
         self.topics = topics_regex(topic_prefix)
         self.follower = TopicFollower(source, target, self.topics)
         self.spec = f"mm1:{release.version_text}" if release.components.get("mm1") is True else f"mm1:{release.home}"
@@ -193,8 +204,10 @@ class LegacyMirrorMaker(RunnerReplicator):
         """Write the client configurations; the command line."""
         self.config_dir.mkdir(parents=True, exist_ok=True)
         consumer, producer = self.config_dir / "consumer.properties", self.config_dir / "producer.properties"
-        consumer.write_text(format_properties(self.consumer, "MirrorMaker 1 consumer, rendered by pytest-kafka-mirror"))
-        producer.write_text(format_properties(self.producer, "MirrorMaker 1 producer, rendered by pytest-kafka-mirror"))
+        for path, props, what in ((consumer, self.consumer, "consumer"), (producer, self.producer, "producer")):
+            secret = any(is_secret(k) and v for k, v in props.items())
+            write_private(path, format_properties(props, f"MirrorMaker 1 {what}, rendered by pytest-kafka-mirror"),
+                          0o600 if secret else 0o644)
         args = ["--consumer.config", str(consumer), "--producer.config", str(producer), "--include", self.topics,
                 "--abort.on.send.failure", "true"]
         for key, value in self.options.items():

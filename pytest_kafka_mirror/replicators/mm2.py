@@ -44,12 +44,15 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._clientconf import is_secret, write_private
 from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
+from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
 
@@ -181,9 +184,16 @@ def render_mm2_properties(
     source_replication: int = 1,
     target_replication: int = 1,
     max_record_bytes: int | None = None,
+    source_client: Mapping[str, str] | None = None,
+    target_client: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The properties of a one-way ``source -> target`` MM2; with ``instance``, its own
     Connect group and internal topics (:func:`worker_properties`).
+
+    ``source_client`` / ``target_client``: the clusters' librdkafka client properties
+    (security), rendered in the Java clients' names as ``ALIAS.KEY`` (see
+    :mod:`._java_client`): MM2's clients of that cluster and the Connect worker of the
+    herder that writes to it use them.  Untranslated keys are left out (the caller warns).
 
     ``source_replication`` / ``target_replication``: the replication factor of every topic
     MM2 creates on that cluster (remote topics, checkpoints, heartbeats, offset syncs,
@@ -249,6 +259,8 @@ def render_mm2_properties(
         props[f"{a}.consumer.max.partition.fetch.bytes"] = fits
     if instance is not None:
         props.update(worker_properties(instance, a, b))
+    for alias, client in ((a, source_client), (b, target_client)):
+        props.update({f"{alias}.{k}": v for k, v in java_client_properties(client or {})[0].items()})
     if source_is_tansu:
         # Tansu does not wake a waiting fetch on new data: bound the wait instead.
         props[f"{a}.consumer.fetch.max.wait.ms"] = "50"
@@ -446,7 +458,10 @@ class MirrorMaker2(RunnerReplicator):
             source_replication=replication_of(source),
             target_replication=replication_of(target),
             max_record_bytes=max_record_bytes,
+            source_client=client_properties_of(source),
+            target_client=client_properties_of(target),
         )
+        warn_untranslated("MirrorMaker 2", {"source": source, "target": target})
         #: where the copying herder (source -> target) writes its connector and task states
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
@@ -565,11 +580,13 @@ class MirrorMaker2(RunnerReplicator):
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {describe(broken)}" if broken else ""
 
     def render(self) -> Path:
-        """Write mm2.properties (readable by the container's non-root user)."""
+        """Write mm2.properties: readable by the container's non-root user, or only by this
+        user (mode 0600) when it holds a secret (a cluster's password or key)."""
         self.config_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.config_dir, 0o755)
-        self.properties_path.write_text(format_properties(self.properties, "MirrorMaker 2, rendered by pytest-kafka-mirror"))
-        os.chmod(self.properties_path, 0o644)
+        secret = any(is_secret(k) and v for k, v in self.properties.items())
+        write_private(self.properties_path, format_properties(self.properties, "MirrorMaker 2, rendered by pytest-kafka-mirror"),
+                      0o600 if secret else 0o644)
         return self.properties_path
 
     def _launch(self) -> Any:

@@ -294,6 +294,11 @@ class SessionReporting:
         self.exitstatus = int(session.exitstatus)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self._terminal_summary(terminalreporter)
+        for note in self.session.closing_notes:
+            terminalreporter.write_line(f"kafka-mirror: {note}")
+
+    def _terminal_summary(self, terminalreporter: Any) -> None:
         tr = terminalreporter
         results = self.sorted_results()
         interrupted = self.exitstatus == pytest.ExitCode.INTERRUPTED

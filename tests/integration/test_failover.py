@@ -24,6 +24,7 @@ from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.run import MirrorRun
 from pytest_kafka_mirror.verify import MirrorMismatchError
 from pytest_kafka_mirror.verify.failover import FailoverEntry, FailoverReport, check_failover
+from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.config import Settings
@@ -151,10 +152,9 @@ def test_readme_failover_example(mirror_topics: MirrorTopics, mirror_producer: M
                                  mirror_failover: MirrorFailover, request: pytest.FixtureRequest,
                                  kafka_mirror_settings: Settings) -> None:
     """The README's example, through the plugin's fixtures (its marker is repeated here)."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    example = text.split("\n## Failover\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    example = section_example("faults", "Failover")
     namespace: dict[str, Any] = {}
-    exec(compile(example, "README.md", "exec"), namespace)
+    exec(compile(example, "docs/faults.md", "exec"), namespace)
     namespace["test_failover"](mirror_topics, mirror_producer, mirror_failover)
     (report,) = mirror_failover.reports
     assert {e.witness for e in report.entries} == {"mid", "end", "p2"}

@@ -8,18 +8,19 @@ topic must show comes from the mirror's ledger of what it injected, not from the
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_kafka_mirror.replicators import FaultLedger, Knobs
 from pytest_kafka_mirror.verify import MirrorMismatchError, MirrorReport
+from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
+    from pytest_kafka_mirror.faults.schedule import MirrorFaults
     from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics, MirrorVerifier
 
 pytestmark = pytest.mark.integration
@@ -137,9 +138,8 @@ def test_every_knob_is_reported_exactly(
 
 
 def _readme_example(section: str) -> str:
-    """The first Python block of a README section."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    return text.split(f"\n## {section}\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    """The first Python block of a section of docs/faults.md."""
+    return section_example("faults", section)
 
 
 @pytest.mark.kafka_mirror(drain_timeout=2, settle=0.3)
@@ -148,8 +148,20 @@ def test_readme_fault_injection_example(
     mirror_verifier: MirrorVerifier,
 ) -> None:
     namespace: dict[str, Any] = {}
-    exec(compile(_readme_example("Fault injection"), "README.md", "exec"), namespace)
+    exec(compile(_readme_example("Fault injection"), "docs/faults.md", "exec"), namespace)
     namespace["test_drops_are_caught"](replicator, mirror_topics, mirror_producer, mirror_verifier)
     # The example proves something: its topic really lost records.
     (report,) = mirror_verifier.reports
     assert report.lost + report.unseen > 0
+
+
+def test_docs_faults_on_a_timeline_example(
+    mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory, mirror_verifier: MirrorVerifier,
+    mirror_faults: MirrorFaults,
+) -> None:
+    """docs/faults.md's timeline example, as printed: the replicator killed at 4 s and started at 6 s."""
+    namespace: dict[str, Any] = {}
+    exec(compile(_readme_example("Faults on a timeline"), "docs/faults.md", "exec"), namespace)
+    namespace["test_replicator_crash"](mirror_topics, mirror_producer, mirror_verifier, mirror_faults)
+    (report,) = mirror_verifier.reports
+    assert [m["label"] for m in report.markers][:2] == ["kill replicator (reference)", "start replicator (reference)"], report.markers

@@ -6,10 +6,11 @@ this proves the README's own example of ``add_flow`` / ``for_flow`` as printed.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.env import MirrorEnv
@@ -22,15 +23,14 @@ DEFAULT_POLICY = {"replication.policy.class": "org.apache.kafka.connect.mirror.D
 
 
 def _readme_example() -> str:
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    return text.split(f"\n## {SECTION}\n", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    return section_example("scenarios", SECTION)
 
 
 @pytest.mark.kafka_mirror(private=True, replicator_properties=DEFAULT_POLICY)  # the example's marker, repeated
 def test_readme_both_ways_example(mirror_env: MirrorEnv, mirror_topics: MirrorTopics,
                                   mirror_producer: MirrorProducerFactory, mirror_verifier: MirrorVerifier) -> None:
     namespace: dict[str, Any] = {"pytest": pytest}
-    exec(compile(_readme_example(), "README.md", "exec"), namespace)
+    exec(compile(_readme_example(), "docs/scenarios.md", "exec"), namespace)
     assert namespace["DEFAULT_POLICY"] == DEFAULT_POLICY
     namespace["test_both_ways"](mirror_env, mirror_topics, mirror_producer, mirror_verifier)
     ab, ba = mirror_verifier.reports

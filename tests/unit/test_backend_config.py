@@ -317,6 +317,8 @@ def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
     assert parse_cluster_spec("kafka:4.3.1") == ClusterSpec("kafka", "4.3.1")
     assert parse_cluster_spec("kafka:4.3.1,brokers=3") == ClusterSpec("kafka", "4.3.1,brokers=3")
     assert parse_cluster_spec("kafka:4.3.1,brokers=1") == ClusterSpec("kafka", "4.3.1")
+    assert parse_cluster_spec("kafka:4.3.1,security=sasl_ssl,brokers=3") == ClusterSpec("kafka", "4.3.1,brokers=3,security=sasl_ssl")
+    assert parse_cluster_spec("kafka:4.3.1,security=plaintext") == ClusterSpec("kafka", "4.3.1")
     for bad, message in [
         ("container:nginx", r"container:nginx.*cannot tell how to configure"),
         (f"kafka-home:{tmp_path / 'missing'}", "not a directory"),
@@ -326,6 +328,7 @@ def test_cluster_specs_for_the_new_backends(tmp_path: Path) -> None:
         ("kafka:2.8.1", "KRaft brokers, Apache Kafka 3.3 or later"),
         ("kafka:4.3.1,brokers=9", r"'brokers=9' is not brokers=N \(N from 1 to 5\)"),
         ("kafka:4.3.1,nodes=3", "is not brokers=N"),
+        ("kafka:4.3.1,security=ssl", r"'security=ssl' is not brokers=N .* or security=plaintext\|sasl_ssl"),
     ]:
         with pytest.raises(ValueError, match=f"{message}.*accepted: tansu \\| container:IMAGE"):
             parse_cluster_spec(bad)
@@ -389,9 +392,10 @@ def test_capabilities_require_skips_with_the_reason() -> None:
 def test_readme_command_recipes_are_valid_templates() -> None:
     import re
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    recipes = re.findall(r"--kafka-mirror-replicator='(command:[^']*)'", readme)
-    assert recipes, "README lost its command recipes"
+    from tests.docs import doc_text
+
+    recipes = re.findall(r"--kafka-mirror-replicator='(command:[^']*)'", doc_text("backends"))
+    assert recipes, "docs/backends.md lost its command recipes"
     values = {"source": "127.0.0.1:1", "target": "127.0.0.1:2", "topics": "^km-.*", "workdir": "/w"}
     for recipe in recipes:
         cmd = render_command(parse_replicator_spec(recipe).arg, values)

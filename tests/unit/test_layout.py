@@ -28,7 +28,7 @@ ROOT = PKG_DIR.parent
 #: The first entry are leaves every stage shares (the run directory contract, the warning
 #: class, librdkafka logging, the hook specs); the last is the pytest layer and the CLI.
 LAYERS: list[set[str]] = [
-    {"rundir", "_warnings", "_kafkalog", "hookspec", "_moved"},
+    {"rundir", "_warnings", "_kafkalog", "_clientconf", "hookspec", "_moved"},
     {"processes"},
     {"clusters"},
     {"produce"},

@@ -1,0 +1,307 @@
+"""The client configuration of each cluster: librdkafka properties beside ``bootstrap.servers``.
+
+A secured cluster (SASL, TLS) needs more than its address: ``security.protocol``,
+``sasl.mechanisms``, ``sasl.username`` / ``sasl.password``, ``ssl.ca.location`` ...  They
+are given once per cluster (``--kafka-mirror-source-config FILE``,
+``--kafka-mirror-source-config-set KEY=VALUE``, the same for the target; a backend such
+as ``kafka:VERSION,security=sasl_ssl`` brings its own) and every client the package makes
+gets them, in this process and in its child processes:
+
+* a cluster registers its properties under each of its bootstrap addresses
+  (:func:`register`, done by ``cluster.client_config()``);
+* :func:`~._kafkalog.with_logger`, which every client configuration already goes
+  through, adds the properties of the cluster whose address is its ``bootstrap.servers``
+  (:func:`properties_for`), so no call site has to know about security;
+* child processes (capture, producer processes, the reference mirror) find the same
+  registry through a JSON file with mode 0600 in a private directory, named by the
+  environment variable :data:`ENV` they inherit: secrets never go on a command line.
+
+Secrets (:func:`is_secret`) are masked wherever a configuration is shown:
+:class:`ClientProperties` repr, :func:`masked`, and :func:`redact` for any text that might
+quote a value (an error message of a child process, a command line).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "ENV",
+    "MASK",
+    "ClientProperties",
+    "check_librdkafka_keys",
+    "is_secret",
+    "masked",
+    "parse_properties_text",
+    "properties_for",
+    "read_properties_file",
+    "redact",
+    "register",
+    "write_private",
+]
+
+#: The environment variable naming the registry file of a process tree.
+ENV = "KAFKA_MIRROR_CLIENT_REGISTRY"
+MASK = "******"
+
+#: Keys whose values are secrets, in librdkafka's and in Java's spelling.
+SECRET_KEYS = frozenset({
+    "sasl.password", "sasl.jaas.config", "sasl.oauthbearer.client.secret", "sasl.oauthbearer.config",
+    "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password", "ssl.key.pem", "ssl_key",
+    "ssl.keystore.key", "ssl.certificate.pem",
+})
+_SECRET_WORDS = re.compile(r"password|secret|jaas|credential|private", re.IGNORECASE)
+
+
+def is_secret(key: str) -> bool:
+    """Whether the value of ``key`` (librdkafka or Java name, with or without a prefix such
+    as MM2's ``source.``) must never be shown."""
+    last = key.rsplit(".", 3)
+    return key in SECRET_KEYS or ".".join(last[-3:]) in SECRET_KEYS or ".".join(last[-2:]) in SECRET_KEYS \
+        or bool(_SECRET_WORDS.search(key))
+
+
+def masked(props: Mapping[str, Any]) -> dict[str, Any]:
+    """``props`` with every secret value replaced by :data:`MASK`."""
+    return {k: (MASK if is_secret(k) and v not in (None, "") else v) for k, v in props.items()}
+
+
+class ClientProperties(Mapping[str, str]):
+    """Immutable librdkafka properties whose repr and str mask the secrets."""
+
+    def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
+        pairs = items.items() if isinstance(items, Mapping) else items
+        self._data: dict[str, str] = {str(k): str(v) for k, v in pairs}
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Mapping) and dict(self._data) == dict(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._data.items())))
+
+    def __repr__(self) -> str:
+        return f"ClientProperties({masked(self._data)!r})"
+
+    __str__ = __repr__
+
+    def merged(self, *others: Mapping[str, str] | None) -> ClientProperties:
+        """These properties, then each of ``others`` over them (later ones win)."""
+        out = dict(self._data)
+        for other in others:
+            out.update(other or {})
+        return ClientProperties(out)
+
+    def secrets(self) -> list[str]:
+        return [v for k, v in self._data.items() if is_secret(k) and v]
+
+
+def _unescape(text: str) -> str:
+    """java.util.Properties escapes: ``\\n``, ``\\t``, ``\\uXXXX``, ``\\\\``, ``\\=``..."""
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
+                out.append(chr(int(text[i + 2:i + 6], 16)))
+                i += 6
+                continue
+            out.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f"}.get(nxt, nxt))
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(first line number, logical line): comments and blank lines dropped, a line ending
+    in an odd number of backslashes continued on the next (java.util.Properties)."""
+    pending, start = "", 0
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip() if pending else raw.strip()
+        if not pending:
+            if not line or line[0] in "#!":
+                continue
+            start = number
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        yield start, pending + line
+        pending = ""
+    if pending:
+        yield start, pending
+
+
+def parse_properties_text(text: str, origin: str) -> ClientProperties:
+    """Java-style ``.properties`` text (``key=value``, ``key: value`` or ``key value``;
+    ``#`` / ``!`` comments; ``\\`` continuations) as :class:`ClientProperties`.
+
+    A line without a key or a value raises ValueError naming ``origin`` and the line
+    number, never its text (it may hold a password)."""
+    out: dict[str, str] = {}
+    for number, line in _logical_lines(text):
+        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*(?:[=:]\s*|\s+)(.*)$", line, re.DOTALL)
+        if match is None:
+            raise ValueError(f"{origin} line {number} is not KEY=VALUE")
+        key, value = _unescape(match.group(1)), _unescape(match.group(2).strip())
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", key):
+            raise ValueError(f"{origin} line {number}: {key[:60]!r} is not a property name (letters, digits, . _ -)")
+        out[key] = value
+    return ClientProperties(out)
+
+
+def read_properties_file(path: str | os.PathLike[str]) -> ClientProperties:
+    """The properties of a file; ValueError (no traceback) when it cannot be read or parsed."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"{str(path)!r}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{str(path)!r} cannot be read: {exc}") from None
+    return parse_properties_text(text, str(p))
+
+
+def check_librdkafka_keys(props: Mapping[str, str]) -> None:
+    """ValueError naming the first key librdkafka does not know (or a value it refuses).
+
+    Asks librdkafka itself: a producer is built with the properties and no bootstrap
+    servers (it connects to nothing) and closed at once.  Values are never echoed."""
+    from confluent_kafka import KafkaException, Producer
+
+    # "No such configuration property: \"KEY\"" / "Invalid value \"V\" for configuration property \"KEY\""
+    try:
+        Producer({**props, "logger": _Silent()})
+    except KafkaException as exc:
+        text = str(exc.args[0].str() if exc.args and hasattr(exc.args[0], "str") else exc)
+        key = re.search(r'property:?\s*"?([A-Za-z0-9_.\-]+)', text)
+        if "No such configuration property" in text and key:
+            raise ValueError(f"{key.group(1)!r} is not a librdkafka client property (see librdkafka's "
+                             "CONFIGURATION.md; Java-only settings of MM2 go to --kafka-mirror-replicator-properties)") \
+                from None
+        what = f"the value of {key.group(1)}" if key else "these properties"
+        raise ValueError(f"librdkafka refuses {what}: {redact(text, props.values())}") from None
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"librdkafka refuses the properties: {redact(str(exc), props.values())}") from None
+
+
+class _Silent:
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+# -- the registry of a process tree -------------------------------------------------------
+_lock = threading.Lock()
+_registry: dict[str, dict[str, str]] = {}
+_loaded = False
+_private_dir: Path | None = None
+
+
+def _addresses(bootstrap: str) -> list[str]:
+    return [s.strip() for s in str(bootstrap).split(",") if s.strip()]
+
+
+def _load_inherited() -> None:
+    """The registry of the parent process (a child of the plugin), once."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    path = os.environ.get(ENV)
+    if path:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return
+        for address, props in data.items():
+            _registry.setdefault(address, {str(k): str(v) for k, v in props.items()})
+
+
+def register(bootstrap: str, props: Mapping[str, str]) -> None:
+    """Every client of ``bootstrap`` (any of its addresses) gets ``props`` from now on,
+    in this process and in the child processes it starts afterwards."""
+    with _lock:
+        _load_inherited()
+        changed = False
+        for address in _addresses(bootstrap):
+            new = dict(props)
+            if not new and address not in _registry:
+                continue  # nothing to give (a plain cluster): no file, no environment variable
+            if _registry.get(address) != new:
+                _registry[address] = new
+                changed = True
+        if changed:
+            _export()
+
+
+def _export() -> None:
+    """Write the registry to a 0600 file in a private 0700 directory and name it in the
+    environment children inherit."""
+    global _private_dir
+    if _private_dir is None:
+        _private_dir = Path(tempfile.mkdtemp(prefix="kafka-mirror-clients-"))
+        os.chmod(_private_dir, 0o700)
+        atexit.register(shutil.rmtree, _private_dir, True)
+    path = _private_dir / "clients.json"
+    tmp = _private_dir / "clients.json.tmp"
+    write_private(tmp, json.dumps(_registry))
+    os.replace(tmp, path)
+    os.environ[ENV] = str(path)
+
+
+def write_private(path: str | os.PathLike[str], data: str | bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path``, created with ``mode`` (0600 for a file holding secrets:
+    never readable by others, not even for an instant; an existing file is replaced)."""
+    Path(path).unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+    os.chmod(path, mode)  # whatever the umask took away
+
+
+def properties_for(bootstrap: str | None) -> dict[str, str]:
+    """The registered properties of the cluster at ``bootstrap`` ({} when none)."""
+    if not bootstrap:
+        return {}
+    with _lock:
+        _load_inherited()
+        for address in _addresses(bootstrap):
+            if address in _registry:
+                return dict(_registry[address])
+    return {}
+
+
+def known_secrets() -> list[str]:
+    """Every secret value registered in this process tree."""
+    with _lock:
+        _load_inherited()
+        return sorted({v for props in _registry.values() for k, v in props.items() if is_secret(k) and v},
+                      key=len, reverse=True)
+
+
+def redact(text: str, secrets: Iterable[str] | None = None) -> str:
+    """``text`` with every secret value (``secrets``, else every registered one) masked."""
+    for secret in sorted(set(known_secrets() if secrets is None else secrets), key=len, reverse=True):
+        if secret and len(secret) >= 3:
+            text = text.replace(secret, MASK)
+    return text
