@@ -15,6 +15,27 @@ records are mirrored as usual.
 Why: retention and cleanup policy set on the source and not on the target make a
 failover cluster keep too little (or too much) data; a release that changes the filter
 or the sync (the incremental AlterConfigs of 3.x) shows it here.
+
+``use.defaults.from`` (MM2 3.5+, KIP-894; Kafka's ``testReplicateTargetDefault`` and
+``testReplicateSourceDefault``): from 3.5 MM2 syncs with incremental AlterConfigs, and a
+config the source reports as its default is DELETEd on the remote topic (``target``, the
+default: the remote falls back to the target cluster's default) or SET to the source's
+default value (``source``). ``test_config_sync_target_default``: ``retention.bytes`` set
+on the source topic reaches the remote topic, then deleted on the source it is deleted on
+the remote topic too (figure ``config_default_s``: deleted -> the remote at the target's
+default). ``test_config_sync_source_default``: ``retention.bytes`` altered on the remote
+topic is put back to the source's default value, as the remote topic's own config (figure
+``config_reset_s``), while ``unclean.leader.election.enable`` altered there too stays (MM2's
+default filter keeps it back, so the sync never touches it). Both need brokers that tell a
+topic's own configs from their defaults (capability ``topic_config_defaults``: Tansu reports
+every config as a default, skipped); the ``source`` one an MM2 of 3.5 or later (older
+releases ignore the key; the ``target`` one passes on 3.4 too, whose full AlterConfigs drops
+what the source no longer sets). MM2 reads ``use.defaults.from`` only with the flow's prefix
+(``source->target.use.defaults.from``): at the top level its ``connectorBaseConfig`` drops
+it, as every key that is not a connector config name (measured with 4.3.1: the remote's
+``retention.bytes`` was deleted, not set to the source's default). Kafka's own test sets it
+at the top level and cannot tell: both clusters' default is ``-1``; here the remote topic's
+ConfigSource tells (a topic config when set, a default when deleted).
 """
 
 from __future__ import annotations
@@ -31,20 +52,60 @@ RETENTION_MS = "3600123"  # an hour and a bit: a value no broker has as its defa
 SYNC_TIMEOUT_S = 60
 
 
-def _topic_configs(cluster, topic: str) -> dict[str, str]:
+DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource: a config set on the topic itself (not a default)
+RETENTION_BYTES = "1000123"  # no broker's default either
+
+
+def _described(cluster, topic: str) -> dict[str, tuple[str | None, int]]:
+    """name -> (value, ConfigSource) as the broker describes the topic."""
     from confluent_kafka.admin import ConfigResource
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
     entries = cluster.admin().describe_configs([resource])[resource].result(timeout=15)
-    return {name: e.value for name, e in entries.items() if e.value is not None}
+    return {name: (e.value, int(e.source)) for name, e in entries.items()}
 
 
-def _set_configs(cluster, topic: str, configs: dict[str, str]) -> None:
+def _topic_configs(cluster, topic: str) -> dict[str, str]:
+    return {name: value for name, (value, _) in _described(cluster, topic).items() if value is not None}
+
+
+def _set_configs(cluster, topic: str, configs: dict[str, str | None]) -> None:
+    """Incremental AlterConfigs: SET each value, DELETE where it is None."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
     resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
-        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+        ConfigEntry(k, v or "", incremental_operation=AlterConfigOpType.SET if v is not None else AlterConfigOpType.DELETE)
+        for k, v in configs.items()])
     cluster.admin().incremental_alter_configs([resource])[resource].result(timeout=15)
+
+
+def _wait_for(cluster, topic: str, done, timeout: float = SYNC_TIMEOUT_S):
+    """Poll the topic's described configs until ``done(configs)``; (time it was, last configs),
+    the time None when it never was."""
+    from confluent_kafka import KafkaException
+
+    seen: dict[str, tuple[str | None, int]] = {}
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            seen = _described(cluster, topic)
+        except KafkaException:  # the remote topic does not exist yet
+            seen = {}
+        if seen and done(seen):
+            return time.time(), seen
+        time.sleep(0.25)
+    return None, seen
+
+
+def _skip_unless_defaults_told_apart(mirror_env) -> None:
+    rep = mirror_env.replicator
+    if getattr(rep, "no_config_sync", None):
+        pytest.skip(f"topic config sync: {rep.no_config_sync}")
+    for side, cluster in (("source", mirror_env.source), ("target", mirror_env.target)):
+        missing = cluster.capabilities().missing("topic_config_defaults")
+        if missing:
+            pytest.skip(f"use.defaults.from: the {side} cluster cannot tell a topic's configs from its defaults "
+                        f"({'; '.join(missing)})")
 
 
 @pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S)})
@@ -86,3 +147,76 @@ def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_ve
     copied = {c: v.get("unclean.leader.election.enable") for c, v in (("at sync", seen), ("later", later))}
     assert all(v != "true" for v in copied.values()), (
         f"unclean.leader.election.enable=true was copied to {remote} ({copied}): MM2's filter keeps it back")
+
+
+@pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S)})
+def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+    """MM2's default ``use.defaults.from=target`` (Kafka's ``testReplicateTargetDefault``)."""
+    _skip_unless_defaults_told_apart(mirror_env)
+    [topic] = mirror_topics(1, partitions=2)
+    remote = mirror_env.replicator.target_topic(topic)
+    run = mirror_producer.new_run([topic])
+    _set_configs(mirror_env.source, topic, {"retention.bytes": RETENTION_BYTES})
+    copied_at, copied = _wait_for(mirror_env.target, remote,
+                                  lambda c: c.get("retention.bytes", (None,))[0] == RETENTION_BYTES)
+    assert copied_at is not None, (
+        f"retention.bytes={RETENTION_BYTES} set on {topic} did not reach {remote} in {SYNC_TIMEOUT_S} s; "
+        f"it has {copied.get('retention.bytes')}")
+    _set_configs(mirror_env.source, topic, {"retention.bytes": None})
+    deleted_at = time.time()
+    back_at, back = _wait_for(mirror_env.target, remote,
+                              lambda c: c.get("retention.bytes", (None, DYNAMIC_TOPIC_CONFIG))[1] != DYNAMIC_TOPIC_CONFIG)
+    run.record_figure("config_default_s", None if back_at is None else back_at - deleted_at,
+                      f"retention.bytes deleted on {topic} -> {remote} back at the target's default")
+
+    mirror_producer.produce(run, rate=RATE, duration=3)
+    report = mirror_verifier(run)
+
+    report.assert_ok()
+    assert back_at is not None, (
+        f"retention.bytes deleted on {topic} is still {remote}'s own config {SYNC_TIMEOUT_S} s later "
+        f"(value, ConfigSource): {back.get('retention.bytes')}; with use.defaults.from=target MM2 deletes it there")
+    source_default = _described(mirror_env.source, topic).get("retention.bytes")
+    print(f"{remote}: retention.bytes {back.get('retention.bytes')} (target's default); "
+          f"{topic}: {source_default} (source's default)")
+
+
+# nightly: an MM2 of its own, 30 s on Apache Kafka 4.3.1 + MM2 4.3.1 (the target variant: 24 s, every commit)
+@pytest.mark.nightly
+# per flow: MM2 drops a top-level use.defaults.from (connectorBaseConfig keeps only the
+# connector config names at the top level; measured with 4.3.1: the sync went on deleting)
+@pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S),
+                                                 "source->target.use.defaults.from": "source"})
+def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+    """``use.defaults.from=source`` (Kafka's ``testReplicateSourceDefault``)."""
+    _skip_unless_defaults_told_apart(mirror_env)
+    rep = mirror_env.replicator
+    release = getattr(rep, "release", None)
+    if release is not None and (release.version or (0,)) < (3, 5):
+        pytest.skip(f"use.defaults.from: MirrorMaker 2 of Kafka 3.5 or later (KIP-894), not {rep.spec}")
+    [topic] = mirror_topics(1, partitions=2)
+    remote = rep.target_topic(topic)
+    run = mirror_producer.new_run([topic])
+    exists_at, _ = _wait_for(mirror_env.target, remote, lambda c: "retention.bytes" in c)
+    assert exists_at is not None, f"{remote} was not created in {SYNC_TIMEOUT_S} s"
+    _set_configs(mirror_env.target, remote, {"retention.bytes": RETENTION_BYTES, "unclean.leader.election.enable": "true"})
+    altered_at = time.time()
+    source_value = _described(mirror_env.source, topic)["retention.bytes"][0]
+    reset_at, reset = _wait_for(mirror_env.target, remote,
+                                lambda c: c.get("retention.bytes") == (source_value, DYNAMIC_TOPIC_CONFIG))
+    run.record_figure("config_reset_s", None if reset_at is None else reset_at - altered_at,
+                      f"retention.bytes altered on {remote} -> reset to {topic}'s default {source_value}")
+    time.sleep(INTERVAL_S + 1)  # one more sync: what it resets, it has reset by now
+    later = _described(mirror_env.target, remote)
+
+    mirror_producer.produce(run, rate=RATE, duration=3)
+    report = mirror_verifier(run)
+
+    report.assert_ok()
+    assert reset_at is not None, (
+        f"retention.bytes={RETENTION_BYTES} altered on {remote} was not reset to the source's default "
+        f"{source_value!r} in {SYNC_TIMEOUT_S} s; (value, ConfigSource) {reset.get('retention.bytes')}")
+    kept = later.get("unclean.leader.election.enable")
+    assert kept is not None and kept[0] == "true", (
+        f"unclean.leader.election.enable=true altered on {remote} became {kept}: MM2's default filter keeps it "
+        "back, so the sync must not touch it, even with use.defaults.from=source")

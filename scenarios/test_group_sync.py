@@ -68,6 +68,14 @@ class _ActiveMember:
         self.consumer.close()
 
 
+def _sync_settings(rep):
+    """The replicator's checkpoint settings; a skip with the reason where it syncs no groups."""
+    settings = getattr(rep, "checkpoints", None)
+    if settings is None or not settings.sync_group_offsets:
+        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    return settings
+
+
 def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
@@ -82,9 +90,7 @@ def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int],
 def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_producer, mirror_verifier,
                                            mirror_failover):
     rep = mirror_env.replicator
-    settings = getattr(rep, "checkpoints", None)
-    if settings is None or not settings.sync_group_offsets:
-        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+    settings = _sync_settings(rep)
     [topic] = mirror_topics(1, partitions=3)
     remote = rep.target_topic(topic)
     run = mirror_producer([topic], rate=RATE, duration=6, witnesses=[witness("idle")])  # commits at the end
@@ -124,3 +130,74 @@ def _await_sync(reader: TargetReader, group: str, remote: str, partitions: int) 
             return time.time()
         time.sleep(0.5)
     return None
+
+
+def _latest_checkpoints(reader: TargetReader, group: str, remote: str) -> dict[int, tuple[int, int]]:
+    """partition -> (upstream, downstream) of the newest checkpoint of ``group`` on ``remote``."""
+    state = reader.read()
+    return {c.partition: (c.upstream, c.downstream)
+            for c in state.checkpoints if c.group == group and c.topic == remote}
+
+
+def _await_checkpoints(reader: TargetReader, group: str, remote: str, upstream: dict[int, int]):
+    """The newest checkpoints once each partition's is at ``upstream``; (when, them) or (None, last seen)."""
+    seen: dict[int, tuple[int, int]] = {}
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while time.monotonic() < deadline:
+        seen = _latest_checkpoints(reader, group, remote)
+        if all(seen.get(p, (None,))[0] == o for p, o in upstream.items()):
+            return time.time(), seen
+        time.sleep(0.5)
+    return None, seen
+
+
+@pytest.mark.nightly  # an MM2 of its own: 51 s on Apache Kafka 4.3.1 + MM2 4.3.1
+@pytest.mark.kafka_mirror(replicator_properties=SYNC)
+def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+    """A group reset back on the source (a replay): the checkpoints follow it back, the group's
+    synced offsets on the target do not (Kafka's ``testOffsetTranslationBehindReplicationFlow``).
+
+    After the run the group (nobody consumes it on the target) is at the end of every
+    partition, checkpointed and synced there; then it is committed at a tenth of that on the
+    source.  Expects: a checkpoint of the rewound offset on every partition, translated below
+    the one before (MM2 3.5+'s offset-sync store keeps older syncs for this: before, the
+    rewound offset could not be translated); the group's committed offsets on the target stay
+    where they were, more than one sync interval later (MM2's ``syncGroupOffset`` only moves
+    a group forward: a consumer failing over through them does not replay; one failing over
+    through the checkpoint does).
+    """
+    rep = mirror_env.replicator
+    settings = _sync_settings(rep)
+    [topic] = mirror_topics(1, partitions=3)
+    remote = rep.target_topic(topic)
+    run = mirror_producer([topic], rate=RATE, duration=6, witnesses=[witness("replay")])  # commits at the end
+    [group] = run.witness_logs()
+    end = {int(p): o for p, o in group.commits[-1]["offsets"][topic].items()}
+    reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [group.group],
+                          getattr(rep, "heartbeat_emitter", None))
+    try:
+        at_end, before = _await_checkpoints(reader, group.group, remote, end)
+        assert at_end is not None, f"{group.group} at the end {end} was not checkpointed in {SYNC_TIMEOUT_S} s: {before}"
+        assert _await_sync(reader, group.group, remote, len(end)) is not None, (
+            f"{group.group} was not synced to the target in {SYNC_TIMEOUT_S} s")
+        synced = reader.committed(group.group)
+        rewound = {p: o // 10 for p, o in end.items()}
+        _commit_on_source(mirror_env.source.bootstrap_servers, group.group, {(topic, p): o for p, o in rewound.items()})
+        rewound_at = time.time()
+        back_at, after = _await_checkpoints(reader, group.group, remote, rewound)
+        time.sleep(settings.sync_interval + 1)  # a sync round after the rewound checkpoint
+        still = reader.committed(group.group)
+    finally:
+        reader.close()
+    report = mirror_verifier(run)
+
+    report.assert_ok()
+    assert back_at is not None, (
+        f"{group.group} committed back at {rewound} on the source: no checkpoint of it in {SYNC_TIMEOUT_S} s "
+        f"(the newest: {after}); failing over would skip the replay")
+    not_back = {p: (before[p], after[p]) for p in end if after[p][1] >= before[p][1]}
+    assert not not_back, f"checkpoints of the rewound group not translated below the ones before: {not_back}"
+    moved = {tp: (synced.get(tp), o) for tp, o in still.items() if o < synced.get(tp, -1)}
+    assert not moved, f"the group's synced offsets on the target went back (before, now): {moved}"
+    print(f"{group.group}: checkpoints followed the rewind in {back_at - rewound_at:.2f} s "
+          f"(before {before}, after {after}); synced offsets kept {still}")

@@ -20,6 +20,7 @@ from .base import Capabilities, KafkaAdminMixin
 
 __all__ = ["probe_capabilities"]
 
+_DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource.DYNAMIC_TOPIC_CONFIG
 _OLD_TS = 1_000_000  # 1970-01-01T00:16:40Z: a LogAppendTime broker replaces it
 
 
@@ -157,6 +158,37 @@ def _delete_records(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
     return False, f"probed: after DeleteRecords up to offset 2 the partition still starts at {got[:1]}"
 
 
+def _config_sources(cluster: KafkaAdminMixin, topic: str) -> dict[str, tuple[str | None, int]]:
+    from confluent_kafka.admin import ConfigResource
+
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    entries = cluster.admin().describe_configs([resource])[resource].result(timeout=15)
+    return {name: (e.value, int(e.source)) for name, e in entries.items()}
+
+
+def _topic_config_defaults(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
+    """retention.bytes set on the topic is its own config (DYNAMIC_TOPIC_CONFIG) while
+    retention.ms is described as a default; deleted, retention.bytes is a default again."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    def alter(op: Any) -> None:
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+            ConfigEntry("retention.bytes", "1000", incremental_operation=op)])
+        cluster.admin().incremental_alter_configs([resource])[resource].result(timeout=15)
+
+    alter(AlterConfigOpType.SET)
+    set_ = _config_sources(cluster, topic)
+    alter(AlterConfigOpType.DELETE)
+    deleted = _config_sources(cluster, topic).get("retention.bytes")
+    own, other = set_.get("retention.bytes"), set_.get("retention.ms")
+    if own == ("1000", _DYNAMIC_TOPIC_CONFIG) and other is not None and other[1] != _DYNAMIC_TOPIC_CONFIG \
+            and deleted is not None and deleted[1] != _DYNAMIC_TOPIC_CONFIG:
+        return True, "probed: a topic's own config described as DYNAMIC_TOPIC_CONFIG, deleted it is a default again"
+    return False, (f"probed: retention.bytes set on a topic described as (value, ConfigSource) {own}, "
+                   f"retention.ms (never set) as {other}, retention.bytes deleted as {deleted}; "
+                   f"expected ('1000', {_DYNAMIC_TOPIC_CONFIG}), a default, a default")
+
+
 def probe_capabilities(
     cluster: KafkaAdminMixin,
     *,
@@ -174,6 +206,7 @@ def probe_capabilities(
         "log_append_time": _log_append_time,
         "transactions": _transactions,
         "accurate_watermarks": _watermarks,
+        "topic_config_defaults": _topic_config_defaults,
     }
     if delete_records:
         probes["delete_records"] = _delete_records

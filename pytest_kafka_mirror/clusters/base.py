@@ -55,11 +55,15 @@ class Capabilities:
     #: a log cleaner compacts topics with cleanup.policy=compact (known facts, never probed:
     #: a probe would wait for the cleaner)
     log_compaction: bool | None = None
+    #: DescribeConfigs tells a topic's own configs (DYNAMIC_TOPIC_CONFIG) from the broker's
+    #: defaults, and a config deleted from a topic falls back to the default (MM2's
+    #: ``use.defaults.from`` depends on it)
+    topic_config_defaults: bool | None = None
     lifecycle: bool = False  # the plugin can stop / restart it
     reasons: dict[str, str] = field(default_factory=dict, compare=False)
 
     NAMES = ("add_partitions", "log_append_time", "transactions", "delete_records", "accurate_watermarks",
-             "restart_keeps_data", "log_compaction", "lifecycle")
+             "restart_keeps_data", "log_compaction", "topic_config_defaults", "lifecycle")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -259,6 +259,7 @@ class ContainerCluster(RunnerClusterMixin):
             if self.flavour == "tansu":
                 declared["delete_records"] = (False, TANSU_GAPS["delete_records"])
                 declared["log_compaction"] = (False, TANSU_GAPS["log_compaction"])
+                declared["topic_config_defaults"] = (False, TANSU_GAPS["topic_config_defaults"])
             self._caps = probe_capabilities(self, delete_records=self.flavour != "tansu", declared=declared, lifecycle=True)
         return self._caps
 

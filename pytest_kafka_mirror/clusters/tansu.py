@@ -84,6 +84,10 @@ TANSU_GAPS = {
     # measured: 580 records of 10 keys, cleanup.policy=compact, segment.ms=100,
     # min.cleanable.dirty.ratio=0.01: all 580 readable 30 s later (nisshi-io/nisshi#649, open)
     "log_compaction": "Tansu 0.6's memory storage never compacts a cleanup.policy=compact topic",
+    # measured: retention.bytes=1000 set on a topic is described with source DEFAULT_CONFIG,
+    # a config never set is not described at all, and a deleted one disappears
+    "topic_config_defaults": "Tansu 0.6 reports a topic's own configs as defaults (ConfigSource DEFAULT_CONFIG) "
+                             "and no default at all, so no replicator can tell them apart",
 }
 
 
@@ -178,6 +182,7 @@ class TansuCluster(KafkaAdminMixin):
             accurate_watermarks=False,
             restart_keeps_data=False,
             log_compaction=False,
+            topic_config_defaults=False,
             lifecycle=True,
             reasons=dict(TANSU_GAPS),
         )

@@ -200,7 +200,8 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         behaviour=spec.behaviour,
         # as for MM2 (mm2.render_mm2_properties): Tansu reports every topic config as a
         # default, so the topic-config sync takes the source's reported configs
-        properties=((("use.defaults.from", "source"),) if is_tansu(source) else ()) + tuple(opts.properties),
+        properties=(((f"{opts.aliases[0]}->{opts.aliases[1]}.use.defaults.from", "source"),) if is_tansu(source)
+                    else ()) + tuple(opts.properties),
     )
 
 

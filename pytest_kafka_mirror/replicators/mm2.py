@@ -486,6 +486,25 @@ class MirrorMaker2(RunnerReplicator):
         self.config_dir = self.workdir / "mm2-config"
         self.properties_path = self.config_dir / "mm2.properties"
 
+    def node(self, workdir: str | os.PathLike[str], *, heap: str | None = None) -> MirrorMaker2:
+        """Another node of this MM2 cluster (KIP-710, Kafka's ``DedicatedMirrorIntegrationTest``):
+        the same mm2.properties, so the same Connect groups and internal topics, in a process
+        of its own (``workdir``; ``heap`` or this one's).  Several nodes need
+        ``dedicated.mode.enable.internal.rest=true`` and their own REST ports
+        (``listeners=http://127.0.0.1:0``): a follower forwards its task configs to the
+        leader through it.  The caller starts and stops it like any replicator."""
+        release = self.release if self.image is None else None
+        sibling = MirrorMaker2(
+            self.source, self.target, workdir, topic_prefix=self.topic_prefix, image=self.image, release=release,
+            overrides=self.overrides, naming=self.naming, startup_timeout=self.startup_timeout,
+            heap=heap or self.heap, instance=self.instance, aliases=(self.source_alias, self.target_alias),
+            topics=self.topics,
+        )
+        sibling.properties = dict(self.properties)  # e.g. the record size limits: one cluster, one config
+        sibling.probe_topic = self.probe_topic
+        sibling.label = f"{self.label} node {Path(workdir).name}"
+        return sibling
+
     def _derive_naming(self, explicit: NamingPolicy | None) -> NamingPolicy:
         try:
             derived = naming_from_properties(self.properties, self.source_alias)

@@ -148,6 +148,14 @@ FIGURES: dict[str, Figure] = {
         _scenario("partition_growth_s", "s", "source topic grew -> the remote topic grew and a record of every "
                   "new partition was copied"),
         _scenario("config_sync_s", "s", "topic config set on the source -> seen on the remote topic"),
+        _scenario("config_default_s", "s", "topic config deleted on the source -> the remote topic back at the "
+                  "target cluster's default (use.defaults.from=target)"),
+        _scenario("config_reset_s", "s", "topic config altered on the remote topic -> reset to the source's "
+                  "default (use.defaults.from=source)"),
+        _scenario("multi_node_resume_s", "s", "one node of a several-node MM2 SIGKILLed -> every source task "
+                  "copies again on the survivors"),
+        _scenario("multi_node_duplicates_bound", "records", "copies a node's SIGKILL may repeat: what was produced "
+                  "in one offset-commit interval", gateable=False),
         _scenario("group_sync_s", "s", "group committed on the source -> its idle target group moved to the "
                   "translated offsets"),
         _scenario("compacted_before_copy", "records", "records of a compacted topic the source's log cleaner "
@@ -184,7 +192,8 @@ DEFAULT_SHOWN = {
 
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
 SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
-                    "group_sync_s", "compacted_before_copy")
+                    "config_default_s", "config_reset_s", "group_sync_s", "compacted_before_copy",
+                    "multi_node_resume_s", "multi_node_duplicates_bound")
 
 
 def figure_names(kind: str) -> tuple[str, ...]:

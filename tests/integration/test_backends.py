@@ -196,7 +196,7 @@ def test_probes_find_exactly_the_measured_tansu_gaps(tansu_pair: tuple[TansuClus
     src, _ = tansu_pair
     caps = probe_capabilities(src)  # DeleteRecords is never probed by default (it panics Tansu)
     declared = src.capabilities()
-    for name in ("add_partitions", "log_append_time", "transactions", "accurate_watermarks"):
+    for name in ("add_partitions", "log_append_time", "transactions", "accurate_watermarks", "topic_config_defaults"):
         assert getattr(caps, name) is False, f"{name}: {caps.reason(name)}"
         assert getattr(declared, name) is False
     assert caps.delete_records is None and "not probed" in caps.reason("delete_records")
@@ -227,6 +227,7 @@ def test_kafka_home_lifecycle(tmp_path: Path, version: str, standalone: bool) ->
         assert c.ping() == 1  # type: ignore[attr-defined]
         caps = c.capabilities()
         assert caps.add_partitions and caps.transactions and caps.accurate_watermarks and caps.restart_keeps_data
+        assert caps.topic_config_defaults, caps.reason("topic_config_defaults")
     finally:
         c.stop()
     assert "Kafka Server started" in (tmp_path / "work" / "source" / "kafka.log").read_text()  # its own log

@@ -151,7 +151,7 @@ def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")
     try:
         props = parse_properties(path.read_text())
         settings, ignored = defaults.with_properties(props, f"{aliases[0]}->{aliases[1]}")
-        configs = ConfigSyncSettings.from_properties(props)
+        configs = ConfigSyncSettings.from_properties(props, f"{aliases[0]}->{aliases[1]}")
         consumer = source_consumer(props)
     except (OSError, ValueError) as exc:
         _log(f"bad --properties {path}: {exc}")
@@ -161,6 +161,10 @@ def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")
                and k != "replication.policy.class"]
     if ignored:
         _log(f"ignoring properties the reference mirror does not implement: {', '.join(sorted(ignored))}")
+    for key in ConfigSyncSettings.FLOW_ONLY:
+        if key in props:
+            _log(f"ignoring {key}={props[key]} without its flow's prefix, as MirrorMaker 2 does: "
+                 f"set {aliases[0]}->{aliases[1]}.{key}")
     return settings, configs, consumer
 
 
