@@ -43,10 +43,11 @@ SETTLE_S = 12  # after the idle group moved: more than two sync intervals for th
 class _ActiveMember:
     """A consumer of ``group`` on the target, polling (never committing) until closed."""
 
-    def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+    def __init__(self, cluster, group: str, topic: str) -> None:
         from confluent_kafka import Consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+        # client_config(): the cluster's address and client properties (credentials of a secured cluster)
+        self.consumer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False,
                                   "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
         self.consumer.subscribe([topic])
         self.stop = threading.Event()
@@ -76,10 +77,10 @@ def _sync_settings(rep):
     return settings
 
 
-def _commit_on_source(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+def _commit_on_source(cluster, group: str, offsets: dict[tuple[str, int], int]) -> None:
     from confluent_kafka import Consumer, TopicPartition
 
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
     try:
         c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
     finally:
@@ -105,9 +106,9 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
         run.record_figure("group_sync_s", None if synced_at is None else synced_at - end["time_us"] / 1e6,
                           f"{idle.group}: commit on the source -> committed on every partition of {remote}")
         assert synced_at is not None, f"the idle group {idle.group} was not synced to the target in {SYNC_TIMEOUT_S} s"
-        member = _ActiveMember(mirror_env.target.bootstrap_servers, active_group, remote)
+        member = _ActiveMember(mirror_env.target, active_group, remote)
         try:
-            _commit_on_source(mirror_env.source.bootstrap_servers, active_group, offsets)
+            _commit_on_source(mirror_env.source, active_group, offsets)
             time.sleep(SETTLE_S)
             state = reader.read()
             moved = reader.committed(active_group)
@@ -182,7 +183,7 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
             f"{group.group} was not synced to the target in {SYNC_TIMEOUT_S} s")
         synced = reader.committed(group.group)
         rewound = {p: o // 10 for p, o in end.items()}
-        _commit_on_source(mirror_env.source.bootstrap_servers, group.group, {(topic, p): o for p, o in rewound.items()})
+        _commit_on_source(mirror_env.source, group.group, {(topic, p): o for p, o in rewound.items()})
         rewound_at = time.time()
         back_at, after = _await_checkpoints(reader, group.group, remote, rewound)
         time.sleep(settings.sync_interval + 1)  # a sync round after the rewound checkpoint
