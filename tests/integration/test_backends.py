@@ -412,7 +412,10 @@ def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_p
             assert "IdentityReplicationPolicy" in (tmp_path / "replicator" / "mm2-config" / "mm2.properties").read_text()
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--kafka-mirror-replicator=mm2:{KAFKA_VERSION}")
+    # on Apache Kafka: on Tansu, two MM2 workers' Connect groups took 100 s to settle
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--kafka-mirror-replicator=mm2:{KAFKA_VERSION}",
+                                           f"--kafka-mirror-source=kafka:{KAFKA_VERSION}",
+                                           f"--kafka-mirror-target=kafka:{KAFKA_VERSION}")
     result.assert_outcomes(passed=2)
     assert processes_tagged(tagged_env) == []
 

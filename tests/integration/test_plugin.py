@@ -10,6 +10,7 @@ import pytest
 
 from pytest_kafka_mirror.config import OPTIONS
 from tests.conftest import processes_tagged
+from tests.docs import marked_block
 
 pytestmark = pytest.mark.integration
 
@@ -145,12 +146,16 @@ def test_unknown_marker_argument_is_rejected(pytester: pytest.Pytester) -> None:
 
 
 def test_a_scenario_runs_as_a_user_would(pytester: pytest.Pytester, tagged_env: str) -> None:
-    pytester.makepyfile(SCENARIO)
+    """A scenario file, and the README's scenario exactly as printed (``test_mirror.py``:
+    it runs as written, and its marker spares it the undeclared-topics warning)."""
+    pytester.makepyfile(SCENARIO, test_mirror=marked_block("README", "scenario"))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-v")
-    result.assert_outcomes(passed=2)
-    result.stdout.fnmatch_lines(["*kafka-mirror: 2 verified runs*", "*test_steady?headers?  1200 *", "reports: *"])
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*kafka-mirror: 3 verified runs*", "*test_steady?headers?  1200 *", "reports: *"])
+    result.stdout.fnmatch_lines(["*test_mirror.py::test_steady_state * 5000 *"])
+    assert "PytestKafkaMirrorWarning" not in result.stdout.str()
     reports = sorted(p for p in (pytester.path / ".kafka-mirror" / "reports").glob("*.json") if p.name != "session.json")
-    assert len(reports) == 2
+    assert len(reports) == 3
     data = json.loads(reports[0].read_text())
     assert data["expected"] == 1200 and data["lost"] == 0 and data["unseen"] == 0
     assert processes_tagged(tagged_env) == []

@@ -1,9 +1,10 @@
-"""The README's scenario runs as written, and its failure example is real output.
+"""The README's failure example is real output.
 
-The README shows a 10-line scenario and the message it fails with against a replicator
-that drops records; both are executed here, on the embedded default (Tansu and the
-reference mirror), and the failure message is compared word for word (after replacing
-what differs between runs: paths, random topic suffixes, producer ids, ports, clock) with
+The README shows a 10-line scenario (that it runs as written is checked by
+``test_plugin.py::test_a_scenario_runs_as_a_user_would``) and the message it fails with
+against a replicator that drops records: executed here, on the embedded default (Tansu and
+the reference mirror), and the message compared word for word (after replacing what
+differs between runs: paths, random topic suffixes, producer ids, ports, clock) with
 ``tests/golden/readme_failure.txt`` and with the README's block.
 """
 
@@ -39,14 +40,6 @@ def _as_a_user_runs_it(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not as an xdist worker's child: topic names carry ``master``, as in the README."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
-
-
-def test_readme_scenario_runs_as_written(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_mirror=marked_block("README", "scenario"))
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
-    result.assert_outcomes(passed=1)
-    # session provisioning found the marker: no "undeclared mirror_topics" warning
-    assert "PytestKafkaMirrorWarning" not in result.stdout.str()
 
 
 def test_readme_failure_output_is_real(pytester: pytest.Pytester) -> None:
