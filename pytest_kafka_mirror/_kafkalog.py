@@ -38,10 +38,11 @@ REPEAT_WINDOW = 30.0
 _MAX_KEYS = 2048
 
 # Parts of a message that change between repeats of "the same" message: the time since the
-# state change, librdkafka's own suppression note, which it appends to a repeat with a
-# comma ("... (after 0ms in state CONNECT, 1 identical error(s) suppressed)"): left out,
-# so that the repeat has the first message's key.
-_VARIABLE = re.compile(r"\b\d+ ?ms\b|,? ?\b\d+ identical error\(s\) suppressed")
+# state change (made N), and librdkafka's own suppression note, which it appends to a repeat
+# with a comma ("... (after 0ms in state CONNECT, 1 identical error(s) suppressed)"): left
+# out, so that the repeat has the first message's key.
+_VARIABLE = re.compile(r"\b\d+ ?ms\b")
+_SUPPRESSED = re.compile(r",? ?\b\d+ identical error\(s\) suppressed")
 
 
 class KafkaLog:
@@ -67,7 +68,7 @@ class KafkaLog:
         else:  # not the call confluent-kafka makes; pass it on as it is
             self.logger.log(level, msg, *args, **kwargs)
             return
-        key = (client, facility, _VARIABLE.sub(lambda m: "" if "suppressed" in m.group() else "N", text))
+        key = (client, facility, _VARIABLE.sub("N", _SUPPRESSED.sub("", text)))
         now = self.clock()
         with self._lock:
             entry = self._seen.get(key)

@@ -206,6 +206,9 @@ class KafkaAdminMixin:
     client_properties: Mapping[str, str] = {}
     #: the last authentication error a client of this cluster reported (one line)
     _auth_error: str | None = None
+    #: the topics this process created here, kept only by clusters the plugin did not start
+    #: (``bootstrap:``, which sets a list): the session deletes them at its end
+    created_topics: list[str] | None = None
 
     def set_client_properties(self, props: Mapping[str, str] | None) -> None:
         """Put the user's properties over the backend's own (before the cluster starts)."""
@@ -294,9 +297,8 @@ class KafkaAdminMixin:
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot create topic {name!r} with {partitions} partitions: {exc}") from None
         _CREATED_US[name] = time.time_ns() // 1000
-        created = getattr(self, "created_topics", None)
-        if created is not None:  # a cluster the plugin did not start: deleted at the session's end
-            created.append(name)
+        if self.created_topics is not None:
+            self.created_topics.append(name)
         deadline = time.monotonic() + self.admin_timeout
         while self.partitions(name) != partitions:
             if time.monotonic() > deadline:

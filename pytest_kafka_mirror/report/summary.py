@@ -295,7 +295,7 @@ class SessionReporting:
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         self._terminal_summary(terminalreporter)
-        for note in getattr(self.session, "closing_notes", ()):
+        for note in self.session.closing_notes:
             terminalreporter.write_line(f"kafka-mirror: {note}")
 
     def _terminal_summary(self, terminalreporter: Any) -> None:

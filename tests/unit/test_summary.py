@@ -31,7 +31,7 @@ class _Terminal:
 
 def _reporting(tmp_path: Path) -> SessionReporting:
     settings = resolve_settings({}, lambda key: None, {}, rootdir=tmp_path)
-    return SessionReporting(None, SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+    return SessionReporting(None, SimpleNamespace(settings=settings, closing_notes=[]))  # type: ignore[arg-type]
 
 
 def _deliver(reporting: SessionReporting, *results: Any) -> None:
