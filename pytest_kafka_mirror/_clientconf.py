@@ -39,9 +39,11 @@ __all__ = [
     "MASK",
     "ClientProperties",
     "check_librdkafka_keys",
+    "format_properties",
     "is_secret",
     "masked",
     "parse_properties_text",
+    "properties_entries",
     "properties_for",
     "read_properties_file",
     "redact",
@@ -129,15 +131,22 @@ def _unescape(text: str) -> str:
             continue
         out.append(ch)
         i += 1
-    return "".join(out)
+    joined = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in joined):  # a \\uXXXX pair outside the BMP: one character
+        joined = joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return joined
+
+
+_BLANK = " \t\f"  # java.util.Properties' white space (Python's str.strip() takes more)
 
 
 def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(first line number, logical line): comments and blank lines dropped, a line ending
-    in an odd number of backslashes continued on the next (java.util.Properties)."""
+    """(first line number, logical line) as java.util.Properties reads them: lines end at
+    LF, CR or CR LF only; leading blanks, comments and blank lines dropped; a
+    line ending in an odd number of backslashes continued on the next."""
     pending, start = "", 0
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip() if pending else raw.strip()
+    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
+        line = raw.lstrip(_BLANK)
         if not pending:
             if not line or line[0] in "#!":
                 continue
@@ -152,6 +161,48 @@ def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
         yield start, pending
 
 
+_ENTRY = re.compile(r"((?:\\.|[^=: \t\f\\])*)([ \t\f]*[=:][ \t\f]*|[ \t\f]+|)(.*)$", re.DOTALL)
+
+
+def properties_entries(text: str) -> Iterator[tuple[int, str, str, bool]]:
+    """(line number, key, value, whether a separator was written) for each entry of
+    java.util.Properties text, escapes resolved; the value keeps its trailing blanks, as
+    Java's does.  The one reader of .properties text (client configs, MM2's files)."""
+    for number, line in _logical_lines(text):
+        match = _ENTRY.match(line)
+        assert match is not None  # every part of the pattern may be empty
+        yield number, _unescape(match.group(1)), _unescape(match.group(3)), bool(match.group(2))
+
+
+def _escape(text: str, *, key: bool) -> str:
+    """java.util.Properties escaping: backslash first, then line ends, separators in a key,
+    a value's leading blank, a leading comment sign; every character outside printable
+    ASCII as ``\\uXXXX`` (Kafka's tools read .properties files as ISO 8859-1)."""
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    out = out.replace("\f", "\\f")
+    if key:
+        out = out.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+    elif out.startswith(" "):
+        out = "\\" + out
+    if out[:1] in ("#", "!"):
+        out = "\\" + out
+    return "".join(ch if " " <= ch <= "~" else "".join(f"\\u{unit:04x}" for unit in _utf16(ch)) for ch in out)
+
+
+def _utf16(ch: str) -> tuple[int, ...]:
+    code = ord(ch)
+    if code < 0x10000:
+        return (code,)
+    code -= 0x10000
+    return 0xD800 + (code >> 10), 0xDC00 + (code & 0x3FF)
+
+
+def format_properties(props: Mapping[str, str], header: str = "rendered by pytest-kafka-mirror") -> str:
+    """``props`` as java.util.Properties text that Java reads back exactly (see :func:`_escape`)."""
+    lines = [f"# {header}"] + [f"{_escape(k, key=True)} = {_escape(v, key=False)}" for k, v in props.items()]
+    return "\n".join(lines) + "\n"
+
+
 def parse_properties_text(text: str, origin: str) -> ClientProperties:
     """Java-style ``.properties`` text (``key=value``, ``key: value`` or ``key value``;
     ``#`` / ``!`` comments; ``\\`` continuations) as :class:`ClientProperties`.
@@ -159,11 +210,10 @@ def parse_properties_text(text: str, origin: str) -> ClientProperties:
     A line without a key or a value raises ValueError naming ``origin`` and the line
     number, never its text (it may hold a password)."""
     out: dict[str, str] = {}
-    for number, line in _logical_lines(text):
-        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*(?:[=:]\s*|\s+)(.*)$", line, re.DOTALL)
-        if match is None:
+    for number, key, value, separated in properties_entries(text):
+        if not key or not separated:
             raise ValueError(f"{origin} line {number} is not KEY=VALUE")
-        key, value = _unescape(match.group(1)), _unescape(match.group(2).strip())
+        value = value.strip()
         if not re.fullmatch(r"[A-Za-z0-9_.\-]+", key):
             raise ValueError(f"{origin} line {number}: {key[:60]!r} is not a property name (letters, digits, . _ -)")
         out[key] = value

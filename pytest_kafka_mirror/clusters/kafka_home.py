@@ -39,7 +39,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from .._clientconf import ClientProperties, redact
+from .._clientconf import ClientProperties, format_properties, redact
 from ..processes.managed import ManagedProcess
 from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
 from .kafka_dist import KafkaRelease, Version, release_at
@@ -185,9 +185,7 @@ def render_server_properties(
     })
     props.update(extra or {})
     kind = "single-node" if nodes == 1 else f"node {node_id} of {nodes}"
-    lines = [f"# rendered by pytest-kafka-mirror: {kind} KRaft on loopback"]
-    lines += [f"{k}={v}" for k, v in props.items()]
-    return "\n".join(lines) + "\n"
+    return format_properties(props, f"rendered by pytest-kafka-mirror: {kind} KRaft on loopback")
 
 
 def storage_format_argv(cluster_id: str, properties: str | os.PathLike[str], version: Version | None,

@@ -48,7 +48,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._clientconf import is_secret, write_private
+from .._clientconf import format_properties, is_secret, properties_entries, write_private
 from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
@@ -300,64 +300,11 @@ def exactly_once(props: dict[str, str]) -> bool:
     return any((k == key or k.endswith("." + key)) and v.strip().lower() == "enabled" for k, v in props.items())
 
 
-def _escape(text: str, *, key: bool) -> str:
-    """java.util.Properties escaping: backslash first, then leading blanks and separators."""
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if key:
-        out = out.replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
-    elif out.startswith(" "):
-        out = "\\" + out
-    for ch in "#!":
-        if out.startswith(ch):
-            out = "\\" + out
-    return out
-
-
-def format_properties(props: dict[str, str], header: str = "rendered by pytest-kafka-mirror") -> str:
-    lines = [f"# {header}"] + [f"{_escape(k, key=True)} = {_escape(v, key=False)}" for k, v in props.items()]
-    return "\n".join(lines) + "\n"
-
-
-_UNESCAPE = {"n": "\n", "r": "\r", "t": "\t", "f": "\f"}
-
-
 def parse_properties(text: str) -> dict[str, str]:
-    """java.util.Properties lines (``key = value``, ``key: value``, ``key value``) -> dict.
-
-    The inverse of :func:`format_properties` (escapes, comments, blank lines); line
-    continuations are not supported (the plugin never writes them).
-    """
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        stripped = line.lstrip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        key: list[str] = []
-        i, n = 0, len(stripped)
-        while i < n:
-            ch = stripped[i]
-            if ch == "\\" and i + 1 < n:
-                key.append(_UNESCAPE.get(stripped[i + 1], stripped[i + 1]))
-                i += 2
-                continue
-            if ch in "=: \t":
-                break
-            key.append(ch)
-            i += 1
-        rest = stripped[i:].lstrip(" \t")
-        if rest[:1] in ("=", ":"):
-            rest = rest[1:].lstrip(" \t")
-        value: list[str] = []
-        j = 0
-        while j < len(rest):
-            if rest[j] == "\\" and j + 1 < len(rest):
-                value.append(_UNESCAPE.get(rest[j + 1], rest[j + 1]))
-                j += 2
-            else:
-                value.append(rest[j])
-                j += 1
-        out["".join(key)] = "".join(value)
-    return out
+    """java.util.Properties text (``key = value``, ``key: value``, ``key value``, escapes,
+    comments, continuations) -> dict: the inverse of :func:`format_properties`.  Lenient,
+    as MM2 is: a key alone has the empty value, any key is kept."""
+    return {key: value for _, key, value, _ in properties_entries(text)}
 
 
 def naming_from_properties(props: dict[str, str], source_alias: str = "source") -> NamingPolicy:

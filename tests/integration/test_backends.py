@@ -27,7 +27,7 @@ from pytest_kafka_mirror.clusters._probe import probe_capabilities
 from pytest_kafka_mirror.clusters.tansu import TANSU_GAPS, TansuCluster
 from pytest_kafka_mirror.processes.managed import live_processes
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, ReplicatorOptions, make_replicator
-from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY
+from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY, parse_properties
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from tests.conftest import containers_labelled, require_docker
 from tests.kafka import KAFKA_VERSION, MM1_VERSION, release_or_skip
@@ -215,9 +215,9 @@ def test_kafka_home_lifecycle(tmp_path: Path, version: str, standalone: bool) ->
     c = make_cluster("source", f"kafka-home:{home}", tmp_path / "work")
     try:
         c.start()
-        props = (tmp_path / "work" / "source" / "server.properties").read_text()
-        assert f"listeners=PLAINTEXT://{c.bootstrap_servers}," in props
-        assert ("controller.quorum.bootstrap.servers=" in props) is standalone
+        props = parse_properties((tmp_path / "work" / "source" / "server.properties").read_text())
+        assert props["listeners"].startswith(f"PLAINTEXT://{c.bootstrap_servers},")
+        assert ("controller.quorum.bootstrap.servers" in props) is standalone
         c.create_topic("kh", 2)
         port = c.bootstrap_servers
         c.restart()  # type: ignore[attr-defined]

@@ -22,6 +22,7 @@ from pytest_kafka_mirror.replicators.mm2 import (
     format_properties,
     mm2_container_script,
     naming_from_properties,
+    parse_properties,
     render_mm2_properties,
     topics_regex,
 )
@@ -115,7 +116,7 @@ def test_redpanda_container_gets_every_listener_its_own_port() -> None:
 # ----------------------------------------------------------------------------- kafka-home
 def test_server_properties_dynamic_quorum_since_3_9(tmp_path: Path) -> None:
     text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path / "d", version=(3, 9, 0))
-    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    props = parse_properties(text)
     assert props["process.roles"] == "broker,controller"
     assert props["node.id"] == "1"
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:41001,CONTROLLER://127.0.0.1:41002"
@@ -129,7 +130,7 @@ def test_server_properties_dynamic_quorum_since_3_9(tmp_path: Path) -> None:
 
 def test_server_properties_static_voters_before_3_9(tmp_path: Path) -> None:
     text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path, version=(3, 7, 1))
-    assert "controller.quorum.voters=1@127.0.0.1:41002" in text.splitlines()
+    assert "controller.quorum.voters = 1@127.0.0.1:41002" in text.splitlines()
     assert "controller.quorum.bootstrap.servers" not in text
 
 
@@ -137,7 +138,7 @@ def test_server_properties_of_a_node_of_three(tmp_path: Path) -> None:
     voters = {1: 41002, 2: 41012, 3: 41022}
     text = render_server_properties(node_id=2, port=41011, controller_port=41012, log_dir=tmp_path, version=(4, 3, 1),
                                     voters=voters)
-    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    props = parse_properties(text)
     assert props["controller.quorum.voters"] == "1@127.0.0.1:41002,2@127.0.0.1:41012,3@127.0.0.1:41022"
     assert "controller.quorum.bootstrap.servers" not in props  # a static quorum, whatever the version
     assert props["default.replication.factor"] == props["offsets.topic.replication.factor"] == "3"
@@ -147,7 +148,7 @@ def test_server_properties_of_a_node_of_three(tmp_path: Path) -> None:
 def test_server_properties_link_listener(tmp_path: Path) -> None:
     text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path, version=(4, 3, 1),
                                     link=(41005, 41006))
-    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    props = parse_properties(text)
     assert props["listeners"].endswith(",LINK://127.0.0.1:41006")  # the broker listens for the link here
     assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:41001,LINK://127.0.0.1:41005"  # and names the link
     assert props["listener.security.protocol.map"].endswith(",LINK:PLAINTEXT")
@@ -244,39 +245,11 @@ def test_mm2_overrides_win_and_set_the_naming() -> None:
         naming_from_properties(_mm2(overrides=[("replication.policy.class", "com.example.MyPolicy")]))
 
 
-def _java_unescape(s: str) -> str:
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and i + 1 < len(s):
-            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(s[i + 1], s[i + 1]))
-            i += 2
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
-
-
-def _java_properties_load(text: str) -> dict[str, str]:
-    """The subset of java.util.Properties.load that our writer emits (one line per entry):
-    the key ends at the first unescaped blank, then blanks, '=' and blanks separate."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        i = 0
-        while i < len(line) and not (line[i] == " " and line[i - 1] != "\\"):
-            i += 1
-        rest = line[i:].lstrip(" ")
-        rest = rest[1:].lstrip(" ") if rest.startswith("=") else rest
-        out[_java_unescape(line[:i])] = _java_unescape(rest)
-    return out
-
-
 def test_properties_file_keeps_regex_backslashes() -> None:
     props = {"source->target.topics": r"^a\.b\-.*", "x": " leading blank", "y": "#not a comment"}
     text = format_properties(props)
     assert r"source->target.topics = ^a\\.b\\-.*" in text.splitlines()
-    assert _java_properties_load(text) == props
+    assert parse_properties(text) == props  # and Java reads it alike: tests/unit/test_properties.py
 
 
 def test_mm2_container_script_per_image() -> None:

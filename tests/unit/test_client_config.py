@@ -245,7 +245,7 @@ def test_sasl_ssl_server_properties_and_scram_user(tmp_path: Path) -> None:
     sec = SecurityFiles(tmp_path)
     text = render_server_properties(node_id=1, port=41001, controller_port=41002, log_dir=tmp_path, version=(4, 3, 1),
                                     link=(41005, 41006), security=sec)
-    props = dict(line.split("=", 1) for line in text.splitlines() if not line.startswith("#"))
+    props = parse_properties(text)
     assert props["listeners"] == (f"CLIENT://127.0.0.1:41001,CONTROLLER://127.0.0.1:41002,"
                                   f"INTERNAL://127.0.0.1:{sec.internal_port},LINK://127.0.0.1:41006")
     assert props["listener.security.protocol.map"] == ("CONTROLLER:PLAINTEXT,CLIENT:SASL_SSL,INTERNAL:PLAINTEXT,"
