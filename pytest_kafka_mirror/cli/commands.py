@@ -106,7 +106,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from ..rundir import REPORT_FILE, SOURCE_DIR, load_manifests
     from ..verify import MirrorMismatchError, stop_spark, verify_run
     from ..verify.connect import SparkConnectError
-    from ..verify.session import session_running
+    from ..verify.session import SparkStartError, session_running
 
     conflict = _spark_conflict(args)
     if conflict is not None:
@@ -128,7 +128,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     ours = not session_running()
     try:
         report = verify_run(run_dir, master=master, examples=args.examples)
-    except SparkConnectError as exc:  # e.g. nobody answers at the URL: found within seconds (session.py)
+    except (SparkConnectError, SparkStartError) as exc:  # nobody answers at the URL; the local JVM cannot start
         raise CliError(_cli_words(str(exc))) from None
     finally:
         if ours:

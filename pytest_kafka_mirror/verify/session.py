@@ -40,7 +40,7 @@ from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkSessionConflictError", "get_spark", "stop_spark"]
+__all__ = ["SparkSessionConflictError", "SparkStartError", "get_spark", "stop_spark"]
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -57,30 +57,60 @@ class SparkSessionConflictError(RuntimeError):
     """A SparkSession with another master already runs in this process."""
 
 
+class SparkStartError(RuntimeError):
+    """The local Spark JVM did not start; the message holds the end of its own output."""
+
+
+def _jvm_dir() -> Path:
+    """Where the local JVM's log4j configuration and stderr live (one per process)."""
+    return Path(tempfile.gettempdir()) / f"kafka-mirror-spark-{os.getpid()}"
+
+
+def _jvm_said(since: int, lines: int = 12) -> str:
+    """The last ``lines`` lines the JVM wrote to its stderr file after offset ``since``."""
+    try:
+        with open(_jvm_dir() / "jvm-stderr.log", "rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(line for line in text.strip().splitlines()[-lines:])
+
+
 @contextlib.contextmanager
-def _quiet_jvm_start() -> Iterator[str]:
+def _quiet_jvm_start() -> Iterator[tuple[str, int]]:
     """While the local JVM starts: its stderr (the JVM's own warnings, Spark's start-up
     lines) goes to a file it keeps for life, and log4j reads a configuration of errors only;
-    yields the ``-Dlog4j2.configurationFile`` option.  py4j's INFO lines ("Closing down
-    clientserver connection") are kept from pytest's live log as well."""
+    yields the ``-Dlog4j2.configurationFile`` option and the file's size before the start
+    (what the JVM says from there on is :func:`_jvm_said`).  py4j's INFO lines ("Closing
+    down clientserver connection") are kept from pytest's live log as well."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    where = Path(tempfile.gettempdir()) / f"kafka-mirror-spark-{os.getpid()}"
+    where = _jvm_dir()
     where.mkdir(exist_ok=True)
     (where / "log4j2.properties").write_text(log4j_properties("error"))
+    option = f"-Dlog4j2.configurationFile=file:{where / 'log4j2.properties'}"
     try:
         sys.stderr.flush()
         saved = os.dup(2)
     except (AttributeError, OSError, ValueError):  # no descriptor 2 to take over
-        yield f"-Dlog4j2.configurationFile=file:{where / 'log4j2.properties'}"
+        yield option, 0
         return
     log_fd = os.open(where / "jvm-stderr.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    start = os.fstat(log_fd).st_size
     os.dup2(log_fd, 2)  # the JVM inherits it when pyspark starts it
     try:
-        yield f"-Dlog4j2.configurationFile=file:{where / 'log4j2.properties'}"
+        yield option, start
     finally:
         os.dup2(saved, 2)
         os.close(saved)
         os.close(log_fd)
+
+
+def _remove_jvm_dir() -> None:
+    """The JVM's files, once it has ended (nothing of a test run stays in $TMP)."""
+    import shutil
+
+    shutil.rmtree(_jvm_dir(), ignore_errors=True)
 
 
 def _is_remote(spark: Any) -> bool:
@@ -164,7 +194,8 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
         previous = signal.getsignal(signal.SIGINT) if main else None
         before = _spark_children()
         try:
-            with _quiet_jvm_start() as log4j:
+            start = 0
+            with _quiet_jvm_start() as (log4j, start):
                 builder = (
                     SparkSession.builder.master(master)
                     .appName("pytest-kafka-mirror-verify")
@@ -182,6 +213,11 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
             _forget_gateway()
             if previous is not None:
                 signal.signal(signal.SIGINT, previous)
+            said = _jvm_said(start)
+            _remove_jvm_dir()
+            if sys.exc_info()[0] is not None and issubclass(sys.exc_info()[0], Exception) and said:
+                raise SparkStartError(f"the Spark JVM (master {master}, driver memory {driver_memory}) did not "
+                                      f"start; it said:\n{said}") from None
             raise
         _session = spark
         _jvm = _gateway_proc()
@@ -239,6 +275,7 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
         finally:
             if jvm is not None and jvm.poll() is None:
                 _kill({jvm.pid}, jvm)
+            _remove_jvm_dir()
 
 
 #: URL of each Spark Connect session :func:`_connect` made (a session does not say its own).
@@ -386,6 +423,8 @@ def _kill_jvm() -> None:
     jvm = _jvm
     if jvm is not None and jvm.poll() is None:
         _kill({jvm.pid}, jvm)
+    if jvm is not None:
+        _remove_jvm_dir()
 
 
 def _spark_children() -> set[int]:

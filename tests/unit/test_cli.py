@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -363,3 +364,16 @@ def test_produce_checks_its_compacted_topics_before_connecting(tmp_path: Path,
             "--count", "5", "--compacted", "u,v"]
     assert main(args) == 2
     _one_error_line(capsys, "kafka-mirror produce: --compacted v: not among --topics t,u")
+
+
+def test_verify_where_java_cannot_start_says_what_the_jvm_said_in_one_line(tmp_path: Path) -> None:
+    """A JAVA_HOME that holds no Java: pyspark alone says "Java gateway process exited
+    before sending its port number"; the CLI says what the launcher said, in one line."""
+    env = {**os.environ, "JAVA_HOME": str(tmp_path / "no-java"), "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "pytest_kafka_mirror.cli", "verify", str(_run_dir(tmp_path))],
+                         capture_output=True, text=True, timeout=120, check=False, env=env)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr and out.stderr.count("\n") == 1, out.stderr[-2000:]
+    assert out.stderr.startswith("kafka-mirror verify: the Spark JVM (master local[2], driver memory "), out.stderr
+    assert str(tmp_path / "no-java") in out.stderr, out.stderr
+    assert not any(p.name.startswith("kafka-mirror-spark-") for p in tmp_path.iterdir())

@@ -547,6 +547,33 @@ def test_a_plugin_session_leaves_a_running_spark_session_to_its_owner(spark: Spa
     assert spark.range(3).count() == 3  # still alive
 
 
+def test_a_jvm_that_cannot_start_is_one_error_saying_why_and_its_files_do_not_stay(tmp_path: Path) -> None:
+    """pyspark says only "Java gateway process exited before sending its port number" (the
+    JVM's stderr is kept from the terminal): the error quotes what the JVM said instead.
+    Run in a process of its own (one Spark JVM per process); a started and stopped session
+    leaves no kafka-mirror-spark-PID directory behind either."""
+    code = (
+        "import os, sys, tempfile\n"
+        "from pytest_kafka_mirror.verify.session import SparkStartError, get_spark, stop_spark\n"
+        "where = os.path.join(tempfile.gettempdir(), f'kafka-mirror-spark-{os.getpid()}')\n"
+        "try:\n"
+        "    get_spark('local[1]', driver_memory='12qq')\n"
+        "except SparkStartError as exc:\n"
+        "    print(exc)\n"
+        "assert not os.path.exists(where), 'left after a failed start'\n"
+        "assert get_spark('local[1]').range(3).count() == 3 and os.path.exists(where)\n"
+        "stop_spark()\n"
+        "assert not os.path.exists(where), 'left after stop_spark'\n"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("the Spark JVM (master local[1], driver memory 12qq) did not start; it said:\n")
+    assert "Invalid maximum heap size: -Xmx12qq" in out.stdout, out.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("kafka-mirror-spark-")] == []
+
+
 def test_local_cores() -> None:
     assert [_local_cores(m) for m in ("local", "local[3]", "local[2, 4]", "spark://h:7077", "yarn")] == [
         1, 3, 2, None, None]
