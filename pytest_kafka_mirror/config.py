@@ -423,8 +423,9 @@ OPTIONS: list[Option] = [
            "own | auto = session for mm2, command and external replicators and for a reference mirror that "
            "behaves like one (like=mm2), else test.", _provisioning),
     Option("keep-topics", "", "false",
-           "Keep this session's test topics on clusters the plugin did not start (bootstrap:): by default they are "
-           "deleted at the session's end, on the source and their copies on the target.", _bool, kind=FLAG),
+           "Keep this session's test topics and failover witness groups on clusters the plugin did not start "
+           "(bootstrap:): by default they are deleted at the session's end, on the source and their copies on the "
+           "target.", _bool, kind=FLAG),
     # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
            "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",

@@ -344,7 +344,7 @@ def replicator(
 
 def _delete_session_topics(session: KafkaMirrorSession, source: Cluster, target: Cluster,
                            rep: Replicator) -> None:
-    """The session's topics on ``bootstrap:`` clusters are deleted at its end, unless kept;
+    """The session's topics and witness groups on ``bootstrap:`` clusters are deleted at its end, unless kept;
     the line saying so ends the terminal summary (an xdist worker's: its log only)."""
     from .provisioning import delete_session_topics
 
@@ -352,7 +352,8 @@ def _delete_session_topics(session: KafkaMirrorSession, source: Cluster, target:
     if s.keep_topics or "bootstrap" not in (s.source.kind, s.target.kind):
         return
     try:
-        said = delete_session_topics(source, target, rep, source_kind=s.source.kind, target_kind=s.target.kind)
+        said = delete_session_topics(source, target, rep, source_kind=s.source.kind, target_kind=s.target.kind,
+                                     groups=session.created_groups)
     except Exception as exc:  # the clusters' own problem: never fail the session's teardown for it
         said = f"deleting the session's test topics failed: {exc}"
     if said:

@@ -27,7 +27,7 @@ test's topics to itself and pays one discovery per test.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -178,33 +178,60 @@ class TopicPool:
         return f"{len(self.partitions)} topics provisioned for the session{slowest}"
 
 
-def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_kind: str, target_kind: str) -> str:
+def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_kind: str, target_kind: str,
+                          groups: Sequence[str] = ()) -> str:
     """At the session's end, on clusters the plugin did not start (``bootstrap:``): delete
     the topics this process created on the source (its tests' topics, the session pool's,
-    the replicator probe's) and their copies on the target, under the replicator's naming.
-    Clusters the plugin started go away with their data, so nothing is deleted there.
+    the replicator probe's) and their copies on the target, under the replicator's naming;
+    and ``groups``, the failover witnesses' consumer groups, on the source and (synced there
+    by the replicator under the same name) on the target.  Clusters the plugin started go
+    away with their data, so nothing is deleted there.
 
-    Only topics this process created are touched (never a pattern: another session may
-    run with the same prefix).  Returns a line saying what was deleted (or not) for the log.
+    Only what this process created is touched (never a pattern: another session may run
+    with the same prefix).  Returns a line saying what was deleted (or not) for the log.
     """
     created = list(getattr(source, "created_topics", ()) or ())
     probe = getattr(replicator, "probe_topic", None)
     if probe:
         created.append(probe)
-    if not created:
-        return ""
     said = []
     if source_kind == "bootstrap":
-        said.append(_delete(source, created, "source"))
+        said += [_delete(source, created, "source"), _delete_groups(source, groups, "source")]
     if target_kind == "bootstrap":
         remote = [replicator.target_topic(t) for t in created]
-        said.append(_delete(target, remote, "target"))
+        said += [_delete(target, remote, "target"), _delete_groups(target, groups, "target")]
     return "; ".join(s for s in said if s)
+
+
+def _delete_groups(cluster: Any, groups: Sequence[str], role: str) -> str:
+    """Delete the consumer groups ``groups`` (those that exist there) from ``cluster``."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    if not groups:
+        return ""
+    futures = cluster.admin().delete_consumer_groups(list(groups), request_timeout=10)
+    deleted, failed = 0, []
+    for group, future in futures.items():
+        try:
+            future.result(timeout=15)
+            deleted += 1
+        except KafkaException as exc:
+            if exc.args and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
+                continue  # never committed there (e.g. not synced to the target)
+            failed.append(f"{group} ({exc.args[0].str() if exc.args else exc})")
+        except Exception as exc:
+            failed.append(f"{group} ({exc})")
+    if not deleted and not failed:
+        return ""
+    line = f"deleted {deleted} witness consumer group(s) from the {role}"
+    return line + (f"; could not delete {len(failed)}: {', '.join(failed[:5])}" if failed else "")
 
 
 def _delete(cluster: Any, topics: list[str], role: str) -> str:
     from confluent_kafka import KafkaError, KafkaException
 
+    if not topics:
+        return ""
     futures = cluster.admin().delete_topics(topics, operation_timeout=10)
     deleted, failed = 0, []
     for topic, future in futures.items():

@@ -115,6 +115,9 @@ class KafkaMirrorSession:
         self.spark: Any = None
         #: lines for the end of the terminal summary (e.g. the test topics deleted from bootstrap: clusters)
         self.closing_notes: list[str] = []
+        #: the failover witnesses' consumer groups this process committed for (deleted with the
+        #: session's topics on ``bootstrap:`` clusters, see provisioning.delete_session_topics)
+        self.created_groups: list[str] = []
         #: whether get_spark started ``spark`` (stopped at the end) or found it running (left alone)
         self._owns_spark = False
         #: live metrics of this process, when --kafka-mirror-metrics-port / -pushgateway is given
@@ -496,7 +499,9 @@ class MirrorProducerFactory:
         topics, so the replicator's group filter (its topic filter, or MM2's rendered
         ``groups``) takes them, and no other test's replicator does."""
         base = f"{self.topics.prefix}-{worker_id()}-{_slug(self.topics.test_name, 40)}-{uuid.uuid4().hex[:6]}"
-        return [(w, f"{base}-{w.name}") for w in witnesses]
+        pairs = [(w, f"{base}-{w.name}") for w in witnesses]
+        self.session.created_groups.extend(group for _, group in pairs)
+        return pairs
 
     def produce(self, run: MirrorRun, *, flow: Flow | None = None, **kwargs: Any) -> Any:
         """``run.produce(...)`` with this session's default format and message size.

@@ -68,6 +68,25 @@ def your_mm2(your_clusters: tuple[Cluster, Cluster], tmp_path: Path) -> Iterator
         proc.stop(timeout=30)
 
 
+#: beside the recipe's scenario: a failover witness, whose consumer group the session deletes too
+WITNESS = """
+import pytest
+from pytest_kafka_mirror import witness
+
+
+@pytest.mark.kafka_mirror_topics(n=1, partitions=1)
+def test_a_witness_commits(mirror_topics, mirror_producer, mirror_verifier):
+    (topic,) = mirror_topics(1, partitions=1)
+    run = mirror_producer(topic, rate=50, duration=2, witnesses=[witness("end")])
+    mirror_verifier(run).assert_ok(p99_ms=5000)
+"""
+
+
+def _km_groups(cluster: Cluster) -> list[str]:
+    listed = cluster.admin().list_consumer_groups(request_timeout=10).result(timeout=15)  # type: ignore[attr-defined]
+    return sorted(g.group_id for g in listed.valid if g.group_id.startswith("km-"))
+
+
 def _km_topics(cluster: Cluster) -> list[str]:
     names = cluster.admin().list_topics(timeout=10).topics  # type: ignore[attr-defined]
     return sorted(t for t in names if re.match(r"(primary\.)?(km-|kafka-mirror-warmup)", t))
@@ -81,18 +100,20 @@ def test_the_recipe_runs_as_written(pytester: pytest.Pytester, your_clusters: tu
     addresses = iter([primary.bootstrap_servers, backup.bootstrap_servers])
     ini = re.sub(r"bootstrap:\S+", lambda _: f"bootstrap:{next(addresses)}", marked_block("docs/your-clusters", "recipe-ini"))
     pytester.makefile(".ini", pytest=ini)
-    pytester.makepyfile(test_my_mm2=marked_block("docs/your-clusters", "recipe-scenario"))
+    pytester.makepyfile(test_my_mm2=marked_block("docs/your-clusters", "recipe-scenario"), test_witness=WITNESS)
     t0 = time.monotonic()
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     print(f"the recipe's session took {time.monotonic() - t0:.1f} s")
-    result.assert_outcomes(passed=1)
-    # the source: 2 test topics, the probe and the producer's warm-up topic; the target: the
-    # copies of the first three (the warm-up topic is not ^km-: never copied)
+    result.assert_outcomes(passed=2)
+    # the source: 2 + 1 test topics, the probe and the producer's warm-up topic; the target:
+    # the copies of the first four (the warm-up topic is not ^km-: never copied); the witness
+    # group on the source (this MM2 syncs no group offsets: none on the target)
     result.stdout.fnmatch_lines([
-        f"kafka-mirror: deleted 4 test topic(s) from the source ({primary.bootstrap_servers}); "
-        f"deleted 3 test topic(s) from the target ({backup.bootstrap_servers}) (keep them with --kafka-mirror-keep-topics)",
+        f"kafka-mirror: deleted 5 test topic(s) from the source ({primary.bootstrap_servers}); deleted 1 witness "
+        f"consumer group(s) from the source; deleted 4 test topic(s) from the target ({backup.bootstrap_servers}) "
+        f"(keep them with --kafka-mirror-keep-topics)",
     ])
-    assert _km_topics(primary) == []
+    assert _km_topics(primary) == [] and _km_groups(primary) == [] and _km_groups(backup) == []
     deadline = time.monotonic() + 20  # MM2 may have been creating a copy as the source topic went
     while _km_topics(backup) and time.monotonic() < deadline:
         time.sleep(1)

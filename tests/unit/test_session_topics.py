@@ -37,6 +37,10 @@ class _Cluster:
         self.deleted += topics
         return {t: _Future(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART) if t in self.missing else None) for t in topics}
 
+    def delete_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, Any]:
+        self.deleted += groups
+        return {g: _Future(KafkaError(KafkaError.GROUP_ID_NOT_FOUND) if g in self.missing else None) for g in groups}
+
 
 class _Replicator:
     probe_topic = "km-kafka-mirror-probe-1"
@@ -53,6 +57,22 @@ def test_exactly_the_created_topics_and_their_copies_are_deleted() -> None:
     assert target.deleted == ["primary.km-master-t-1", "primary.kafka-mirror-warmup", "primary.km-kafka-mirror-probe-1"]
     # a copy that never existed is not counted, nor an error
     assert said == "deleted 3 test topic(s) from the source (a:1); deleted 2 test topic(s) from the target (b:1)"
+
+
+def test_the_witness_groups_are_deleted_where_they_exist() -> None:
+    source = _Cluster("a:1", ["km-master-t-1"])
+    target = _Cluster("b:1", missing=("km-master-t-x-mid",))  # not synced there
+    groups = ["km-master-t-x-mid", "km-master-t-x-end"]
+    said = delete_session_topics(source, target, _Replicator(), source_kind="bootstrap", target_kind="bootstrap",
+                                 groups=groups)
+    assert source.deleted[-2:] == groups and target.deleted[-2:] == groups
+    assert said == ("deleted 2 test topic(s) from the source (a:1); deleted 2 witness consumer group(s) from the "
+                    "source; deleted 2 test topic(s) from the target (b:1); deleted 1 witness consumer group(s) "
+                    "from the target")
+    # a session without witnesses asks for no group deletion
+    quiet = _Cluster("a:1", ["km-master-t-1"])
+    delete_session_topics(quiet, _Cluster("b:1"), _Replicator(), source_kind="bootstrap", target_kind="tansu")
+    assert quiet.deleted == ["km-master-t-1", "km-kafka-mirror-probe-1"]
 
 
 def test_only_clusters_the_plugin_did_not_start_are_touched() -> None:
