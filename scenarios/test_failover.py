@@ -166,6 +166,46 @@ def test_empty_partition(mirror_topics, mirror_producer, mirror_failover):
 
 
 @pytest.mark.nightly  # a replicator of its own (on real Kafka a second MM2) for one setting
+@pytest.mark.kafka_mirror(replicator_properties={**SYNC, "offset.lag.max": "0"})
+def test_failover_with_frequent_offset_syncs(mirror_env, mirror_topics, mirror_producer, mirror_verifier,
+                                             mirror_failover):
+    """``offset.lag.max=0`` (Kafka's ``testOneWayReplicationWithFrequentOffsetSyncs``): the
+    replicator wants an offset sync after every record it copies, so a group translates to
+    exactly where it stopped, on any release (before 3.7, groups at the end re-read up to
+    ``offset.lag.max`` records without it).
+
+    Expects nothing skipped, every translation as good as the syncs allow, the groups at
+    the end translated exactly (no re-read, through the checkpoints and the synced group
+    offsets), and syncs far denser than the default setting gives: more than twice what
+    ``offset.lag.max=100`` could write at most for the records copied (one per 100 plus a
+    delayed one per partition and offset flush).  The figure ``offset_syncs_per_1000``
+    says how dense they were (MM2 writes at most 10 at a time and keeps only the newest
+    pending one per partition while they are in flight).
+    """
+    topics = mirror_topics(1, partitions=3)
+    duration = 6
+    run = mirror_producer(topics, rate=RATE, duration=duration, witnesses=[witness("mid", at=3), witness("end")])
+    report = mirror_failover(run)
+    per_partition = {}
+    for e in report.entries:
+        per_partition[e.partition] = max(per_partition.get(e.partition, (0, 0)), (e.end_of_log, e.offset_syncs or 0))
+    copied, syncs = (sum(v[i] for v in per_partition.values()) for i in (0, 1))
+    run.record_figure("offset_syncs_per_1000", None if not copied else 1000 * syncs // copied,
+                      f"{syncs} offset syncs for {copied} records copied of {topics[0]}")
+
+    mirror_verifier(run).assert_ok()
+    report.assert_ok(max_records_behind=0, as_syncs_allow=True, max_heartbeat_lag_ms=heartbeat_slo_ms(report))
+    for e in report.entries:
+        if e.witness == "end":
+            assert e.rereads == 0 and e.translated == e.exact, f"not translated exactly: {e.head()}"
+    flushes = duration / report.settings.get("flush_interval", 60.0) + 2
+    default_at_most = copied / 100 + len(per_partition) * flushes
+    assert syncs > 2 * default_at_most, (
+        f"{syncs} offset syncs for {copied} records copied: offset.lag.max=0 gives no more than the default would "
+        f"({default_at_most:.0f} at most)")
+
+
+@pytest.mark.nightly  # a replicator of its own (on real Kafka a second MM2) for one setting
 @pytest.mark.kafka_mirror(replicator_properties={**SYNC, "offset-syncs.topic.location": "target"})
 def test_offset_syncs_on_target(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_failover):
     """``offset-syncs.topic.location=target`` (Kafka's ``testOffsetSyncsTopicsOnTarget``):

@@ -158,6 +158,8 @@ FIGURES: dict[str, Figure] = {
                   "in one offset-commit interval", gateable=False),
         _scenario("group_sync_s", "s", "group committed on the source -> its idle target group moved to the "
                   "translated offsets"),
+        _scenario("offset_syncs_per_1000", "syncs", "offset syncs the replicator wrote per 1000 records it copied "
+                  "(offset.lag.max=0 wants one per record)", gateable=False),
         _scenario("compacted_before_copy", "records", "records of a compacted topic the source's log cleaner "
                   "removed before the replicator copied them (the backlog it read had offset gaps)", gateable=False),
         _failover("failover_skipped", "records", "records a group had not consumed that it never reads after "
@@ -192,7 +194,7 @@ DEFAULT_SHOWN = {
 
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
 SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
-                    "config_default_s", "config_reset_s", "group_sync_s", "compacted_before_copy",
+                    "config_default_s", "config_reset_s", "group_sync_s", "offset_syncs_per_1000", "compacted_before_copy",
                     "multi_node_resume_s", "multi_node_duplicates_bound")
 
 
