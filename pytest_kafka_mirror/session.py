@@ -648,21 +648,29 @@ class MirrorFailover:
         """The test's replicator now (after ``mirror_env.switch_replicator``: the new one)."""
         return self.env.replicator if self.env is not None else self._replicator
 
+    def replicator_of(self, run: MirrorRun) -> Replicator:
+        """The replicator that translated ``run``'s groups: the one of the flow it was
+        produced on (``mirror_producer.for_flow(flow)``, e.g. the reverse flow of an
+        active-active pair), else the test's replicator now."""
+        flows = self.env.extra_flows.values() if self.env is not None else ()
+        return next((f.replicator for f in flows if f.replicator is run.replicator), self.replicator)
+
     def __call__(self, run: MirrorRun, *, wait: float | None = None, reset: str = "latest",
                  settings: Any = None) -> FailoverReport:
         __tracebackhide__ = True
-        settings = settings or getattr(self.replicator, "checkpoints", None)
+        replicator = self.replicator_of(run)
+        settings = settings or getattr(replicator, "checkpoints", None)
         if settings is None:
             import pytest
 
-            why = getattr(self.replicator, "no_translation", None)
+            why = getattr(replicator, "no_translation", None)
             if why:
                 pytest.skip(f"failover checks: {why}")
-            pytest.skip(f"failover checks: the replicator {self.replicator.spec} does not say how it translates "
+            pytest.skip(f"failover checks: the replicator {replicator.spec} does not say how it translates "
                         "consumer-group offsets; pass mirror_failover(run, settings=MM2_DEFAULTS.with_properties("
                         "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")
         report = run.failover(settings, wait=wait, reset=reset,
-                              emitter=getattr(self.replicator, "heartbeat_emitter", None))
+                              emitter=getattr(replicator, "heartbeat_emitter", None))
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
         path = path.with_name(path.stem + "-failover.json")

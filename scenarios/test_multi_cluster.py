@@ -12,7 +12,10 @@ What each expects:
 * ``test_active_active``: ``source -> target`` and ``target -> source`` at once, a producer
   on each side; each direction is verified (two verifications of one test: no loss, order,
   no duplicate, no phantom), and no record goes back: no topic named after two hops
-  (``target.source.t``, ``source.target.t``) exists on either cluster.  Every flow's topic
+  (``target.source.t``, ``source.target.t``) exists on either cluster.  Consumer groups of
+  both sides (a witness mid-stream and one at the end on each) fail over through their own
+  direction's checkpoints (Kafka's ``testReplication`` checks both): nothing skipped,
+  translations as good as the offset syncs allow.  Every flow's topic
   filter matches the remote topics too (``^(?:ALIAS.)*PREFIX-.*``, asserted here): with the
   plain ``^PREFIX-.*`` the reverse flow would never consider ``source.t`` and the check
   would pass because of the filter, whatever the replicator does.  So it is the
@@ -47,6 +50,8 @@ import re
 import time
 
 import pytest
+
+from pytest_kafka_mirror import witness
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +116,8 @@ def cycle_detection(policy):
     pytest.param("default", marks=pytest.mark.kafka_mirror(private=True, replicator_properties=DEFAULT)),
     pytest.param("identity", marks=pytest.mark.kafka_mirror(private=True, replicator_properties=IDENTITY)),
 ])
-def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirror_producer, mirror_verifier,
+                       mirror_failover):
     forward = mirror_env.flow("source", "target")
     why = _no_flows(forward.replicator) or _no_cycle_detection(forward.replicator)
     if why:
@@ -130,14 +136,23 @@ def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirro
 
     run_ab = mirror_producer.new_run([ta])
     run_ba = back.new_run([tb])
-    back.produce_in_background(run_ba, rate=RATE, duration=DURATION)
-    mirror_producer.produce(run_ab, rate=RATE, duration=DURATION)
+    groups = [witness("mid", at=2), witness("end")]
+    back.produce_in_background(run_ba, rate=RATE, duration=DURATION, witnesses=groups)
+    mirror_producer.produce(run_ab, rate=RATE, duration=DURATION, witnesses=groups)
 
     report_ab = mirror_verifier(run_ab)
     report_ba = mirror_verifier(run_ba)
+    # each direction's groups, translated by that direction's replicator
+    # (source.checkpoints.internal on the target, target.checkpoints.internal on the source)
+    failover_ab = mirror_failover(run_ab)
+    failover_ba = mirror_failover(run_ba)
 
     report_ab.assert_ok()
     report_ba.assert_ok()
+    for failover in (failover_ab, failover_ba):
+        failover.assert_ok(as_syncs_allow=True)
+        assert {e.target_topic for e in failover.entries} == {copies[forward] if failover is failover_ab
+                                                              else copies[backward]}, failover.entries[:3]
     _wait_for_scans(run_ab, run_ba)
     on = {"source": set(mirror_env.source.topics()), "target": set(mirror_env.target.topics())}
     assert copies[forward] in on["target"] and copies[backward] in on["source"], on
