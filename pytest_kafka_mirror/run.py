@@ -328,6 +328,7 @@ class MirrorRun:
                 self.markers.extend(markers)
                 self.markers.sort(key=lambda m: m.at_us)
         self._record(result if isinstance(result, list) else [result], markers, monitor)
+        self._phase("produced")
         return result
 
     def produce_transactions(self, *, transactions: int, records: int, abort_every: int = 3, interval: float = 0.2,
@@ -350,6 +351,7 @@ class MirrorRun:
         manifest = producer.run(topic_lanes, transactions=transactions, records=records, abort_every=abort_every,
                                 interval=interval, target_names=self.topics)
         self._record([manifest], [], None)
+        self._phase("produced")
         return manifest
 
     def _chosen(self, topics: Sequence[str] | None) -> list[str]:

@@ -4,7 +4,7 @@ Who knows what, and where it is read (the same shape as ``metrics.py``):
 
 * the pytest process that runs a test (an xdist worker or the only one) keeps a
   :class:`ProgressSpool`: one small JSON file per process in a directory the controller
-  created, with each running run's phase (readiness, producing, draining, verifying), when
+  created, with each running run's phase (readiness, producing, produced, draining, verifying), when
   it began, how long it should take, and the producers' counts (``on_counts``, about once
   a second);
 * the capture process's ``capture-progress*.json`` of each listed run directory holds the
@@ -39,7 +39,7 @@ from .metrics import PROGRESS_GLOB, _read_json
 __all__ = ["PHASES", "ProgressDisplay", "ProgressSpool", "RunStatus", "read_statuses", "status_line"]
 
 #: The phases of a run, in order.
-PHASES = ("readiness", "producing", "draining", "verifying")
+PHASES = ("readiness", "producing", "produced", "draining", "verifying")
 #: workerinput key of the progress spool directory.
 SPOOL_KEY = "kafka_mirror_progress_spool"
 #: Seconds between two updates of the live line on a TTY.
@@ -189,6 +189,8 @@ def _phase_words(s: RunStatus, now: float, compact: bool) -> str:
         return f"draining {_seconds(took)}" + ("" if compact else f" (ends {_seconds(s.limit_s)} after the last arrival)")
     if s.phase == "readiness" and s.limit_s:
         return f"readiness {_seconds(took)}" if compact else f"waiting for readiness {_seconds(took)} (at most {_seconds(s.limit_s)})"
+    if s.phase == "produced":  # the producers are done; the scenario's own steps until it verifies
+        return f"produced {_seconds(took)} ago" + ("" if compact else " (the scenario's own steps)")
     if s.phase == "verifying":
         return f"verifying {_seconds(took)}" if compact else f"verifying with Spark {_seconds(took)}"
     return f"{s.phase} {_seconds(took)}"

@@ -52,6 +52,10 @@ def test_a_status_is_a_sentence_with_rounded_numbers() -> None:
     (dict(phase="draining", limit_s=30.0, acked=2400, arrived=2400), 75.0,
      "test_steady[headers] draining 1 min 15 s (ends 30 s after the last arrival): sent 2,400, acked 2,400, "
      "arrived 2,400, latency mean 14 ms, p99 <= 50 ms"),
+    # the producers are done, the scenario does its own steps (a group sync, a config change...)
+    (dict(phase="produced", acked=2400, arrived=2400), 23.0,
+     "test_steady[headers] produced 23 s ago (the scenario's own steps): sent 2,400, acked 2,400, arrived 2,400, "
+     "latency mean 14 ms, p99 <= 50 ms"),
     (dict(phase="verifying", failed=3, latency_count=10, latency_sum_us=10 * 20_000_000, cumulative=[0, 0, 0]), 19.0,
      "test_steady[headers] verifying with Spark 19 s: sent 2,400, acked 2,390, arrived 2,380, missing 10, "
      "failed 3, latency mean 20 s, p99 > 100 ms"),
@@ -81,7 +85,7 @@ def test_the_spool_and_the_capture_s_progress_make_the_status(tmp_path: Path) ->
     assert (s.worker, s.test, s.phase, s.expected_s) == ("gw0", "t.py::test_x", "producing", 10.0)
     assert (s.sent, s.acked, s.failed, s.arrived, s.latency_count) == (15, 13, 1, 10, 10)
     assert s.percentile_bound(0.99) == 10
-    with pytest.raises(ValueError, match="phase 'waiting': one of readiness, producing, draining, verifying"):
+    with pytest.raises(ValueError, match="phase 'waiting': one of readiness, producing, produced, draining, verifying"):
         run.on_phase("waiting")
     run.on_phase("done")
     assert read_statuses(tmp_path / "spool") == []
