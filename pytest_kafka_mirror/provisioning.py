@@ -205,44 +205,47 @@ def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_k
 
 def _delete_groups(cluster: Any, groups: Sequence[str], role: str) -> str:
     """Delete the consumer groups ``groups`` (those that exist there) from ``cluster``."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
     if not groups:
         return ""
     futures = cluster.admin().delete_consumer_groups(list(groups), request_timeout=10)
-    deleted, failed = 0, []
-    for group, future in futures.items():
-        try:
-            future.result(timeout=15)
-            deleted += 1
-        except KafkaException as exc:
-            if exc.args and exc.args[0].code() == KafkaError.GROUP_ID_NOT_FOUND:
-                continue  # never committed there (e.g. not synced to the target)
-            failed.append(f"{group} ({exc.args[0].str() if exc.args else exc})")
-        except Exception as exc:
-            failed.append(f"{group} ({exc})")
+    # GROUP_ID_NOT_FOUND: never committed there (e.g. not synced to the target)
+    deleted, failed = _outcomes(futures, KafkaError.GROUP_ID_NOT_FOUND)
     if not deleted and not failed:
         return ""
-    line = f"deleted {deleted} witness consumer group(s) from the {role}"
-    return line + (f"; could not delete {len(failed)}: {', '.join(failed[:5])}" if failed else "")
+    return _said(f"deleted {deleted} witness consumer group(s) from the {role}", failed)
 
 
 def _delete(cluster: Any, topics: list[str], role: str) -> str:
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
 
     if not topics:
         return ""
     futures = cluster.admin().delete_topics(topics, operation_timeout=10)
+    # UNKNOWN_TOPIC_OR_PART: never copied / already gone
+    deleted, failed = _outcomes(futures, KafkaError.UNKNOWN_TOPIC_OR_PART)
+    return _said(f"deleted {deleted} test topic(s) from the {role} ({cluster.bootstrap_servers})", failed)
+
+
+def _outcomes(futures: Mapping[str, Any], absent: int) -> tuple[int, list[str]]:
+    """(how many were deleted, ``NAME (why)`` of each that failed) of an admin deletion;
+    a name the broker says is ``absent`` (that error code) is neither."""
+    from confluent_kafka import KafkaException
+
     deleted, failed = 0, []
-    for topic, future in futures.items():
+    for name, future in futures.items():
         try:
             future.result(timeout=15)
             deleted += 1
         except KafkaException as exc:
-            if exc.args and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                continue  # never copied / already gone
-            failed.append(f"{topic} ({exc.args[0].str() if exc.args else exc})")
+            if exc.args and exc.args[0].code() == absent:
+                continue
+            failed.append(f"{name} ({exc.args[0].str() if exc.args else exc})")
         except Exception as exc:  # a timeout: the broker may still delete it
-            failed.append(f"{topic} ({exc})")
-    line = f"deleted {deleted} test topic(s) from the {role} ({cluster.bootstrap_servers})"
+            failed.append(f"{name} ({exc})")
+    return deleted, failed
+
+
+def _said(line: str, failed: list[str]) -> str:
     return line + (f"; could not delete {len(failed)}: {', '.join(failed[:5])}" if failed else "")
