@@ -77,10 +77,17 @@ DAMAGES = {
 }
 
 
+#: the cases whose records arrive too damaged to match: none counts as an arrival, so the
+#: drain always runs to its end; 10 s after the last record produced is ample for a copy
+#: that takes milliseconds (a record cut by it would break the exact count, never pass)
+UNMATCHED = {("headers-as-text", "headers"), ("key-dropped", "body")}
+
+
 def _cases() -> list[Any]:
     """One case per damage and format; those MM2 can do get an MM2 of their own."""
     return [pytest.param(name, fmt, id=f"{name}-{fmt}",
                          marks=([pytest.mark.kafka_mirror(replicator_properties=damage.mm2)] if damage.mm2 else [])
+                         + ([pytest.mark.kafka_mirror(drain_timeout=10)] if (name, fmt) in UNMATCHED else [])
                          # the body format carries its metadata in the value: CI checks it nightly on real MM2
                          + ([pytest.mark.nightly] if fmt == "body" else []))
             for name, damage in DAMAGES.items() for fmt in ("headers", "body")]
