@@ -81,6 +81,10 @@ class CheckpointSettings:
     #: emit.offset-syncs.enabled (MM2 3.9+): without offset syncs MM2 runs no checkpoint
     #: connector (its validation refuses it): no checkpoints, no group offset sync
     emit_offset_syncs: bool = True
+    #: MM2's OffsetSyncStore: "exponential" (3.4.1+: 64 syncs per partition, exponentially
+    #: spaced back from the newest) or "latest" (up to 3.4.0: the newest sync only, so a
+    #: group behind it is not translated; ahead of it, downstream + the upstream step)
+    sync_store: str = "exponential"
 
     #: property name -> (attribute, kind)
     PROPERTIES: ClassVar[dict[str, tuple[str, str]]] = {
@@ -163,7 +167,7 @@ class CheckpointSettings:
             "offset_lag_max": self.offset_lag_max, "flush_interval": self.flush_interval,
             "emit_heartbeats": self.emit_heartbeats, "heartbeats_interval": self.heartbeats_interval,
             "checkpoints_topic": self.names.checkpoints_topic, "heartbeats_topic": self.names.remote_heartbeats_topic,
-            "offset_syncs_topic": self.offset_syncs_topic,
+            "offset_syncs_topic": self.offset_syncs_topic, "sync_store": self.sync_store,
         }
 
 

@@ -41,6 +41,7 @@ so that a restart resumes its own offsets and connector configs), and
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import uuid
@@ -417,6 +418,9 @@ class MirrorMaker2(RunnerReplicator):
                 self.properties, f"{self.source_alias}->{self.target_alias}")[0]
         except ValueError as exc:
             raise ReplicatorError(f"MirrorMaker 2: {exc}") from None
+        if release is not None and release.version is not None and release.version < (3, 4, 1):
+            # OffsetSyncStore before KAFKA-14666 (3.4.1, 3.5.0): the newest sync only
+            self.checkpoints = dataclasses.replace(self.checkpoints, sync_store="latest")
         #: MM2's heartbeats carry no emitter id: the replicated heartbeats topic is this MM2's alone
         self.heartbeat_emitter: str | None = None
         derived = self._derive_naming(naming)

@@ -307,6 +307,32 @@ def test_an_upstream_rewind_in_the_syncs_starts_the_store_over() -> None:
     assert (h.evidence(70, None).floor, h.evidence(70, None).best) == (101, 101)
 
 
+def test_mm2_up_to_3_4_0_keeps_the_newest_sync_only() -> None:
+    """Before KAFKA-14666 (3.4.1) OffsetSyncStore held one sync per partition: an offset
+    behind it is "too far in the past to translate accurately" (no checkpoint), one at or
+    after it is the sync's downstream plus the step.  Measured with mm2:3.4.0 and
+    offset.lag.max=0: a group committed mid-stream was never checkpointed."""
+    syncs = [_sync(u, u, at=T0 - 5 + u / 1000, seq=u) for u in range(101)]
+    legacy = SyncHistory(syncs, store="latest")
+    assert (legacy.translate(101, 100), legacy.translate(101, 99), legacy.translate(101, 120)) == (100, -1, 120)
+    assert SyncHistory(syncs).translate(101, 99) == 99  # 3.4.1+: kept, exact
+    with pytest.raises(ValueError, match="store 'newest': exponential or latest"):
+        SyncHistory(syncs, store="newest")
+    log = _log([(T0, {0: 60})])
+    part = _part([(o, o) for o in range(101)])
+    old = replace(SYNC, sync_store="latest")
+    r = _eval(log, {0: part}, _state([], synced={}, syncs=syncs), settings=old)
+    e = r.entry("w", "t", 0)
+    assert e.translated is None and [u.via for u in r.untranslatable()] == ["checkpoint", "synced"], e.head()
+    assert "up to 3.4.0 it keeps the newest sync only (100 -> 100), past it" in e.head()
+    # falling back to earliest, it re-reads and skips nothing; no checkpoint by design is not "stale"
+    _eval(log, {0: part}, _state([], synced={}, syncs=syncs), settings=old, reset="earliest").assert_ok(
+        max_records_behind=0)
+    # the same syncs under the 3.4.1+ store: the missing translation is the replicator's fault
+    r = _eval(log, {0: part}, _state([], synced={}, syncs=syncs))
+    assert r.untranslatable() == [] and r.entry("w", "t", 0).translated is None
+
+
 def test_every_checkpoint_of_the_run_is_held_to_its_syncs_and_ahead_is_named() -> None:
     syncs = [_sync(0, 0, at=T0 - 5, seq=0), _sync(30, 30, at=T0 - 5, seq=1), _sync(59, 59, at=T0 - 5, seq=2)]
     cps = [_cp(30, 25, seq=1, at=T0 + 1), _cp(60, 60, seq=2, at=T0 + 2)]

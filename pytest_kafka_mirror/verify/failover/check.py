@@ -166,7 +166,7 @@ def evaluate(
         report.not_run["checkpoints"] = "the replicator emits no checkpoints (emit.checkpoints.enabled=false)"
     elif not state.checkpoints_topic_exists:
         report.notes.append(f"no checkpoints topic {settings.names.checkpoints_topic} on the target")
-    histories = _sync_histories(state, report, sync_read_lag) if settings.emit_checkpoints else None
+    histories = _sync_histories(state, report, sync_read_lag, settings.sync_store) if settings.emit_checkpoints else None
     synced_offsets = state.synced if settings.emit_checkpoints and settings.sync_group_offsets else None
     if synced_offsets is None:
         report.not_run["synced offsets"] = ("the replicator does not sync group offsets to the target "
@@ -196,7 +196,8 @@ def evaluate(
                                       reset, state.read_at))
                 for e in new:
                     if histories is not None:
-                        _add_sync_evidence(e, histories.get((topic, p)) or SyncHistory([]), seq)
+                        history = histories.get((topic, p)) or SyncHistory([], store=settings.sync_store)
+                        _add_sync_evidence(e, history, seq)
                 report.entries += new
     for e in report.untranslatable():
         if e.via == "checkpoint" or not settings.emit_checkpoints:
@@ -210,8 +211,8 @@ def evaluate(
     return report
 
 
-def _sync_histories(state: TargetState, report: FailoverReport,
-                    read_lag: float) -> dict[tuple[str, int], SyncHistory] | None:
+def _sync_histories(state: TargetState, report: FailoverReport, read_lag: float,
+                    store: str) -> dict[tuple[str, int], SyncHistory] | None:
     """The offset syncs per source partition; None (and ``not_run``) when they were not read."""
     if state.syncs is None:
         report.not_run["offset syncs"] = state.syncs_note
@@ -219,7 +220,7 @@ def _sync_histories(state: TargetState, report: FailoverReport,
     by_tp: dict[tuple[str, int], list[SeenSync]] = {}
     for s in sorted(state.syncs, key=lambda s: s.seq):
         by_tp.setdefault((s.topic, s.partition), []).append(s)
-    return {tp: SyncHistory(syncs, read_lag_s=read_lag) for tp, syncs in by_tp.items()}
+    return {tp: SyncHistory(syncs, read_lag_s=read_lag, store=store) for tp, syncs in by_tp.items()}
 
 
 def _entry(log: WitnessLog, topic: str, target: str, p: int, commits: list[tuple[float, int]], part: _Partition,

@@ -14,7 +14,7 @@ from ..report import format_table
 
 if TYPE_CHECKING:
     pass
-from .syncs import SeenSync, SyncEvidence, SyncHistory, _store_translate
+from .syncs import LATEST, SeenSync, SyncEvidence, SyncHistory
 from .target import SeenCheckpoint
 
 
@@ -92,7 +92,7 @@ def _untranslatable(history: SyncHistory, upstream: int) -> str | None:
     n = len(history.syncs)
     if not n:
         return None
-    kept = _store_translate(history.states[n], upstream)
+    kept = history.translate(n, upstream)
     if kept is not None and kept >= 0:
         return None
     start = history.generation[n]
@@ -108,6 +108,9 @@ def _untranslatable(history: SyncHistory, upstream: int) -> str | None:
     if first.upstream > upstream:
         return f"{head}: the first sync of this partition is at upstream {first.upstream}; as MM2's design allows"
     newest = history.syncs[-1]
+    if history.store == LATEST:
+        return (f"{head}: up to 3.4.0 it keeps the newest sync only ({newest.upstream} -> {newest.downstream}), "
+                f"past it ('too far in the past to translate accurately'); as MM2's design allows")
     return (f"{head}: it keeps 64 syncs, exponentially spaced back from the newest ({newest.upstream} -> "
             f"{newest.downstream}), none of them at or before it; as MM2's design allows")
 
@@ -149,6 +152,9 @@ class FailoverReport(_BaseReport):
     algorithm guarantees from the offset syncs the replicator wrote."""
 
     entries: list[FailoverEntry] = field(default_factory=list)  # type: ignore[assignment]
+
+    def _by_design(self, e: _BaseEntry) -> bool:
+        return isinstance(e, FailoverEntry) and e.translated is None and bool(e.untranslatable)
 
     def untranslatable(self) -> list[FailoverEntry]:
         """Untranslated entries MM2's algorithm could not have translated from the syncs the

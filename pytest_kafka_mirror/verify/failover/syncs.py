@@ -47,13 +47,22 @@ class SyncEvidence:
     newest: SeenSync | None  # the newest of those
 
 
-def _store_translate(syncs: list[tuple[int, int]] | None, upstream: int) -> int | None:
-    """``OffsetSyncStore.translateDownstream`` on one partition's 64 syncs (newest first)."""
+#: MM2's OffsetSyncStore designs (``CheckpointSettings.sync_store``)
+EXPONENTIAL, LATEST = "exponential", "latest"
+
+
+def _store_translate(syncs: list[tuple[int, int]] | None, upstream: int, store: str = EXPONENTIAL) -> int | None:
+    """``OffsetSyncStore.translateDownstream`` on one partition's syncs (newest first):
+    3.4.1+ (``exponential``, 64 syncs): one past the newest sync at or before ``upstream``
+    (the sync's own downstream offset when at it); up to 3.4.0 (``latest``, the newest sync
+    only): the sync's downstream offset plus the upstream step.  -1: nothing at or before."""
     if syncs is None:
         return None
     sync = next((s for s in syncs if s[0] <= upstream), syncs[-1])
     if sync[0] > upstream:
         return -1
+    if store == LATEST:
+        return sync[1] + (upstream - sync[0])
     return sync[1] + (0 if sync[0] == upstream else 1)
 
 
@@ -62,18 +71,22 @@ class SyncHistory:
     ``OffsetSyncStore`` translated from them at any moment.
 
     The store is replayed sync by sync with the reference mirror's line-for-line port
-    (:class:`~pytest_kafka_mirror.replicators._checkpoints.SyncStore`): MM2 3.6+ keeps 64
+    (:class:`~pytest_kafka_mirror.replicators._checkpoints.SyncStore`): MM2 3.4.1+ keeps 64
     syncs per partition, exponentially spaced back from the newest, rebuilt on a restart
     by reading the topic from the start; a sync whose upstream offset goes back (a
-    re-copy) clears the older ones.  A translation stamped at T used the syncs read by
+    re-copy) clears the older ones.  ``store=LATEST``: MM2 up to 3.4.0, which keeps the
+    newest sync only.  A translation stamped at T used the syncs read by
     then: some prefix of the topic, between those stamped before ``T - read_lag_s`` and
     those stamped before ``T + lead_s``; its floor is the worst of those prefixes.
     """
 
     def __init__(self, syncs: Sequence[SeenSync], *, read_lag_s: float = SYNC_READ_LAG_S,
-                 lead_s: float = SYNC_LEAD_S) -> None:
+                 lead_s: float = SYNC_LEAD_S, store: str = EXPONENTIAL) -> None:
         from ...replicators._checkpoints import SyncStore
 
+        if store not in (EXPONENTIAL, LATEST):
+            raise ValueError(f"store {store!r}: {EXPONENTIAL} or {LATEST}")
+        self.store = store
         self.syncs = list(syncs)
         self.read_lag_ms, self.lead_ms = int(read_lag_s * 1000), int(lead_s * 1000)
         store = SyncStore()
@@ -85,7 +98,7 @@ class SyncHistory:
             if i and s.upstream < self.syncs[i - 1].upstream:  # upstream rewind: the store starts over
                 start = i
             store.apply(_KEY, s.upstream, s.downstream)
-            self.states.append(store.syncs[_KEY])
+            self.states.append(store.syncs[_KEY] if self.store == EXPONENTIAL else [(s.upstream, s.downstream)])
             self.generation.append(start)
             self.stamped.append(max(s.time_ms, self.stamped[-1] if self.stamped else s.time_ms))
 
@@ -94,13 +107,16 @@ class SyncHistory:
         n = len(self.syncs)
         lo = n if time_ms is None else bisect_right(self.stamped, time_ms - self.read_lag_ms)
         hi = n if time_ms is None else bisect_right(self.stamped, time_ms + self.lead_ms)
-        usable = [d for k in range(lo, hi + 1) if (d := _store_translate(self.states[k], upstream)) is not None
-                  and d >= 0]
+        usable = [d for k in range(lo, hi + 1) if (d := self.translate(k, upstream)) is not None and d >= 0]
         before = [s for s in self.syncs[self.generation[hi]:hi] if s.upstream <= upstream]
         sync = max(before, key=lambda s: (s.upstream, s.seq)) if before else None
-        best = None if sync is None else sync.downstream + (0 if sync.upstream == upstream else 1)
+        best = None if sync is None else _store_translate([(sync.upstream, sync.downstream)], upstream, self.store)
         return SyncEvidence(upstream, n, sync, best, min(usable) if usable else None,
-                            _store_translate(self.states[hi], upstream), self.syncs[hi - 1] if hi else None)
+                            self.translate(hi, upstream), self.syncs[hi - 1] if hi else None)
+
+    def translate(self, k: int, upstream: int) -> int | None:
+        """What the store translated ``upstream`` to after the first ``k`` syncs (-1: not at all)."""
+        return _store_translate(self.states[k], upstream, self.store)
 
 
 def read_offset_syncs(bootstrap: str, topic: str, *, quiet: float = 0.5,
