@@ -42,6 +42,7 @@ __all__ = [
     "format_properties",
     "is_secret",
     "masked",
+    "parse_properties",
     "parse_properties_text",
     "properties_entries",
     "properties_for",
@@ -201,6 +202,15 @@ def format_properties(props: Mapping[str, str], header: str = "rendered by pytes
     """``props`` as java.util.Properties text that Java reads back exactly (see :func:`_escape`)."""
     lines = [f"# {header}"] + [f"{_escape(k, key=True)} = {_escape(v, key=False)}" for k, v in props.items()]
     return "\n".join(lines) + "\n"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """java.util.Properties text (``key = value``, ``key: value``, ``key value``, escapes,
+    comments, continuations) -> dict: the inverse of :func:`format_properties`.  Lenient,
+    as MM2 is: a key alone has the empty value, any key is kept (MM2's, MM1's and the
+    reference mirror's files; client properties are read strictly by
+    :func:`parse_properties_text`)."""
+    return {key: value for _, key, value, _ in properties_entries(text)}
 
 
 def parse_properties_text(text: str, origin: str) -> ClientProperties:

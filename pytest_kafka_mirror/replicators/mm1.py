@@ -31,13 +31,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._clientconf import is_secret, write_private
+from .._clientconf import format_properties, is_secret, write_private
 from ..processes.managed import ManagedProcess
 from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._periodic import Periodic
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
-from .mm2 import JAVA_MAX_REQUEST_SIZE, RECORD_OVERHEAD, format_properties, is_tansu, topics_regex
+from .mm2 import JAVA_MAX_REQUEST_SIZE, RECORD_OVERHEAD, is_tansu, topics_regex
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster

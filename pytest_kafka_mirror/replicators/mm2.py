@@ -49,7 +49,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._clientconf import format_properties, is_secret, properties_entries, write_private
+from .._clientconf import format_properties, is_secret, parse_properties, write_private
 from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess
 from ._checkpoints import MM2_DEFAULTS
@@ -299,13 +299,6 @@ def exactly_once(props: dict[str, str]) -> bool:
     top-level or for a cluster (``exactly.once.source.support=enabled``)."""
     key = "exactly.once.source.support"
     return any((k == key or k.endswith("." + key)) and v.strip().lower() == "enabled" for k, v in props.items())
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """java.util.Properties text (``key = value``, ``key: value``, ``key value``, escapes,
-    comments, continuations) -> dict: the inverse of :func:`format_properties`.  Lenient,
-    as MM2 is: a key alone has the empty value, any key is kept."""
-    return {key: value for _, key, value, _ in properties_entries(text)}
 
 
 def naming_from_properties(props: dict[str, str], source_alias: str = "source") -> NamingPolicy:

@@ -220,7 +220,7 @@ class ReferenceReplicator:
             "--properties", str(self.workdir / PROPERTIES_FILE),
             "--emitter-id", self.heartbeat_emitter,
         ]
-        from ..mm2 import format_properties
+        from ..._clientconf import format_properties
 
         (self.workdir / PROPERTIES_FILE).write_text(format_properties(dict(self.properties), "reference mirror"))
         self.faults_path.with_name(self.faults_path.name + ".ack").unlink(missing_ok=True)

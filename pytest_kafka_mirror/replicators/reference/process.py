@@ -142,7 +142,7 @@ def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")
     """MM2-style consumer-group and topic-config settings of the flow between ``aliases``
     and the source consumer's (:func:`source_consumer`); None after logging an unreadable file."""
     from .._checkpoints import REFERENCE_DEFAULTS
-    from ..mm2 import parse_properties
+    from ..._clientconf import parse_properties
     from .configs import ConfigSyncSettings
 
     defaults = REFERENCE_DEFAULTS.for_aliases(*aliases)
