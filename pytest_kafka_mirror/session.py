@@ -652,9 +652,8 @@ class MirrorFailover:
         """The replicator that translated ``run``'s groups: the one of the flow it was
         produced on (``mirror_producer.for_flow(flow)``, e.g. the reverse flow of an
         active-active pair), else the test's replicator now."""
-        produced_by = getattr(run, "replicator", None)  # a stand-in run (a test's fake) may have none
-        flows = getattr(self.env, "extra_flows", {}).values() if produced_by is not None else ()
-        return next((f.replicator for f in flows if f.replicator is produced_by), self.replicator)
+        flows = self.env.extra_flows.values() if self.env is not None else ()
+        return next((f.replicator for f in flows if f.replicator is run.replicator), self.replicator)
 
     def __call__(self, run: MirrorRun, *, wait: float | None = None, reset: str = "latest",
                  settings: Any = None) -> FailoverReport:

@@ -66,6 +66,14 @@ def _jvm_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"kafka-mirror-spark-{os.getpid()}"
 
 
+def _jvm_log_size() -> int:
+    """How much the JVM's stderr file holds (0: none yet), to read what a start adds to it."""
+    try:
+        return (_jvm_dir() / "jvm-stderr.log").stat().st_size
+    except OSError:
+        return 0
+
+
 def _jvm_said(since: int, lines: int = 12) -> str:
     """The last ``lines`` lines the JVM wrote to its stderr file after offset ``since``."""
     try:
@@ -74,16 +82,15 @@ def _jvm_said(since: int, lines: int = 12) -> str:
             text = log.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(line for line in text.strip().splitlines()[-lines:])
+    return "\n".join(text.strip().splitlines()[-lines:])
 
 
 @contextlib.contextmanager
-def _quiet_jvm_start() -> Iterator[tuple[str, int]]:
+def _quiet_jvm_start() -> Iterator[str]:
     """While the local JVM starts: its stderr (the JVM's own warnings, Spark's start-up
-    lines) goes to a file it keeps for life, and log4j reads a configuration of errors only;
-    yields the ``-Dlog4j2.configurationFile`` option and the file's size before the start
-    (what the JVM says from there on is :func:`_jvm_said`).  py4j's INFO lines ("Closing
-    down clientserver connection") are kept from pytest's live log as well."""
+    lines) goes to a file it keeps for life (:func:`_jvm_said` reads it), and log4j reads a
+    configuration of errors only; yields the ``-Dlog4j2.configurationFile`` option.  py4j's
+    INFO lines ("Closing down clientserver connection") are kept from pytest's live log as well."""
     logging.getLogger("py4j").setLevel(logging.WARNING)
     where = _jvm_dir()
     where.mkdir(exist_ok=True)
@@ -93,13 +100,12 @@ def _quiet_jvm_start() -> Iterator[tuple[str, int]]:
         sys.stderr.flush()
         saved = os.dup(2)
     except (AttributeError, OSError, ValueError):  # no descriptor 2 to take over
-        yield option, 0
+        yield option
         return
     log_fd = os.open(where / "jvm-stderr.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    start = os.fstat(log_fd).st_size
     os.dup2(log_fd, 2)  # the JVM inherits it when pyspark starts it
     try:
-        yield option, start
+        yield option
     finally:
         os.dup2(saved, 2)
         os.close(saved)
@@ -192,10 +198,9 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
         global _jvm, _sigint
         main = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGINT) if main else None
-        before = _spark_children()
+        before, start = _spark_children(), _jvm_log_size()
         try:
-            start = 0
-            with _quiet_jvm_start() as (log4j, start):
+            with _quiet_jvm_start() as log4j:
                 builder = (
                     SparkSession.builder.master(master)
                     .appName("pytest-kafka-mirror-verify")
@@ -206,7 +211,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
                     builder = builder.config(key, value)
                 spark = builder.getOrCreate()
             spark.sparkContext.setLogLevel("ERROR")
-        except BaseException:
+        except BaseException as exc:
             # A Ctrl-C (or a failure) while the JVM starts: pyspark may hold no handle on it
             # yet, and it would live on until this process exits and a few seconds after.
             _kill(_spark_children() - before)
@@ -215,7 +220,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
                 signal.signal(signal.SIGINT, previous)
             said = _jvm_said(start)
             _remove_jvm_dir()
-            if sys.exc_info()[0] is not None and issubclass(sys.exc_info()[0], Exception) and said:
+            if isinstance(exc, Exception) and said:  # a Ctrl-C stays a KeyboardInterrupt
                 raise SparkStartError(f"the Spark JVM (master {master}, driver memory {driver_memory}) did not "
                                       f"start; it said:\n{said}") from None
             raise

@@ -84,9 +84,11 @@ from tests.stored import sample_failover_report
 @pytest.fixture
 def mirror_env():
     replicator = types.SimpleNamespace(checkpoints=object(), spec="fake", heartbeat_emitter=None)
-    return types.SimpleNamespace(replicator=replicator)
+    return types.SimpleNamespace(replicator=replicator, extra_flows={})
 
 class FakeRun:
+    replicator = None  # produced on the test's own flow
+
     def __init__(self, rereads):
         self.rereads = rereads
 

@@ -154,7 +154,7 @@ class FailoverReport(_BaseReport):
     entries: list[FailoverEntry] = field(default_factory=list)  # type: ignore[assignment]
 
     def _by_design(self, e: _BaseEntry) -> bool:
-        return isinstance(e, FailoverEntry) and e.translated is None and bool(e.untranslatable)
+        return isinstance(e, FailoverEntry) and bool(e.untranslatable)
 
     def untranslatable(self) -> list[FailoverEntry]:
         """Untranslated entries MM2's algorithm could not have translated from the syncs the

@@ -89,7 +89,7 @@ class SyncHistory:
         self.store = store
         self.syncs = list(syncs)
         self.read_lag_ms, self.lead_ms = int(read_lag_s * 1000), int(lead_s * 1000)
-        store = SyncStore()
+        kept = SyncStore() if store == EXPONENTIAL else None  # LATEST: the newest sync is the whole store
         self.states: list[list[tuple[int, int]] | None] = [None]  # states[k]: the store after k syncs
         self.generation: list[int] = [0]  # generation[k]: the first sync the store after k syncs may hold
         self.stamped: list[int] = []  # running maximum of the timestamps, for bisect
@@ -97,8 +97,9 @@ class SyncHistory:
         for i, s in enumerate(self.syncs):
             if i and s.upstream < self.syncs[i - 1].upstream:  # upstream rewind: the store starts over
                 start = i
-            store.apply(_KEY, s.upstream, s.downstream)
-            self.states.append(store.syncs[_KEY] if self.store == EXPONENTIAL else [(s.upstream, s.downstream)])
+            if kept is not None:
+                kept.apply(_KEY, s.upstream, s.downstream)
+            self.states.append(kept.syncs[_KEY] if kept is not None else [(s.upstream, s.downstream)])
             self.generation.append(start)
             self.stamped.append(max(s.time_ms, self.stamped[-1] if self.stamped else s.time_ms))
 
