@@ -192,9 +192,8 @@ def test_failover_with_frequent_offset_syncs(mirror_env, mirror_topics, mirror_p
     duration = 6
     run = mirror_producer(topics, rate=RATE, duration=duration, witnesses=[witness("mid", at=3), witness("end")])
     report = mirror_failover(run, reset="earliest")
-    per_partition = {}
-    for e in report.entries:
-        per_partition[e.partition] = max(per_partition.get(e.partition, (0, 0)), (e.end_of_log, e.offset_syncs or 0))
+    # every entry of a partition (each witness, each way) has its end of log and sync count
+    per_partition = {e.partition: (e.end_of_log, e.offset_syncs or 0) for e in report.entries}
     copied, syncs = (sum(v[i] for v in per_partition.values()) for i in (0, 1))
     run.record_figure("offset_syncs_per_1000", None if not copied else 1000 * syncs // copied,
                       f"{syncs} offset syncs for {copied} records copied of {topics[0]}")

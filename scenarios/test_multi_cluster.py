@@ -149,10 +149,9 @@ def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirro
 
     report_ab.assert_ok()
     report_ba.assert_ok()
-    for failover in (failover_ab, failover_ba):
+    for failover, flow in ((failover_ab, forward), (failover_ba, backward)):
         failover.assert_ok(as_syncs_allow=True)
-        assert {e.target_topic for e in failover.entries} == {copies[forward] if failover is failover_ab
-                                                              else copies[backward]}, failover.entries[:3]
+        assert {e.target_topic for e in failover.entries} == {copies[flow]}, failover.entries[:3]
     _wait_for_scans(run_ab, run_ba)
     on = {"source": set(mirror_env.source.topics()), "target": set(mirror_env.target.topics())}
     assert copies[forward] in on["target"] and copies[backward] in on["source"], on
