@@ -7,7 +7,8 @@ Every broker, replicator and capture the plugin starts goes through :class:`Mana
   when that process is killed with SIGKILL (teardown code cannot run then);
 * every live process is registered and killed by an ``atexit`` hook and on SIGTERM, the
   belt to the fixtures' braces (fixture teardown already runs on failure and Ctrl-C);
-* its output goes to a log file whose tail is quoted in error messages.
+* its output goes to a log file whose tail is quoted in error messages;
+* it imports this package from where this process did (:func:`child_env`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import ctypes
 import os
 import queue
 import signal
+import site
 import socket
 import subprocess
 import sys
@@ -27,7 +29,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ManagedProcess", "ProcessFailed", "detached", "live_processes", "register_cleanup", "tcp_reachable", "wait_until"]
+__all__ = ["ManagedProcess", "ProcessFailed", "child_env", "detached", "live_processes", "register_cleanup", "tcp_reachable", "wait_until"]
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
@@ -161,6 +163,29 @@ def wait_until(
 ERROR_MARKERS = (" ERROR ", "Exception:", "Error:", "Traceback (most recent call last)")
 
 
+#: the directory this package was imported from (a checkout, or site-packages)
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def child_env(env: dict[str, str] | None) -> dict[str, str] | None:
+    """``env`` (else this process's environment) with this package's root first on ``PYTHONPATH``.
+
+    The plugin's Python children (``python -m pytest_kafka_mirror.…`` in their own work
+    directories) must run the code this process runs.  Imported from a checkout (an editable
+    install, or ``python -m pytest`` from the checkout beside an installed copy), a child
+    would otherwise import whatever the interpreter finds, an older installed copy or nothing
+    (an editable install moved away: ``No module named 'pytest_kafka_mirror'``).  Imported
+    from site-packages, the interpreter finds it anyway: ``env`` is returned as it is.
+    """
+    installed = {str(Path(p).resolve()) for p in [*site.getsitepackages(), site.getusersitepackages()]}
+    if _PACKAGE_ROOT in installed:
+        return env
+    env = dict(os.environ if env is None else env)
+    rest = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != _PACKAGE_ROOT]
+    env["PYTHONPATH"] = os.pathsep.join([_PACKAGE_ROOT, *rest])
+    return env
+
+
 class ManagedProcess:
     """A subprocess with a name, a log file and a guaranteed end."""
 
@@ -201,7 +226,7 @@ class ManagedProcess:
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
-                    env=self.env,
+                    env=child_env(self.env),
                     cwd=self.cwd,
                     start_new_session=True,
                     preexec_fn=_pdeathsig if sys.platform.startswith("linux") and detach is None else None,
