@@ -14,9 +14,10 @@ renders them; MM2's defaults are 60 s each):
   partition, and failing over through those offsets skips nothing (``mirror_failover``
   checks the synced offsets as well as the checkpoints);
 * an **active** group (a consumer on the target subscribed to the remote topic, not
-  committing; then its source group commits the idle group's offsets) keeps no committed
-  offset on the target for SETTLE_S, more than two sync intervals, although the replicator
-  checkpointed it.
+  committing; then its source group commits the idle group's offsets) is checkpointed at
+  those offsets (within SYNC_TIMEOUT_S: a new group waits for the replicator's next group
+  discovery), and keeps no committed offset on the target for SETTLE_S after that, more
+  than two sync intervals.
 
 Why: a consumer-group sync that silently stopped working across an upgrade (reported
 against 3.6 / 3.7 behind a Connect deployment) turns a failover into a replay from
@@ -37,7 +38,7 @@ from pytest_kafka_mirror.verify.failover import TargetReader
 RATE = 200
 SYNC = {"sync.group.offsets.enabled": "true"}
 SYNC_TIMEOUT_S = 60
-SETTLE_S = 12  # after the idle group moved: more than two sync intervals for the active one
+SETTLE_S = 12  # after the active group's checkpoint: more than two sync intervals
 
 
 class _ActiveMember:
@@ -109,15 +110,20 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
         member = _ActiveMember(mirror_env.target, active_group, remote)
         try:
             _commit_on_source(mirror_env.source, active_group, offsets)
+            # A new group: MM2 finds it within refresh.groups.interval.seconds (10 s as rendered),
+            # reconfigures its checkpoint tasks (a rebalance), then checkpoints it; the sync that
+            # must leave it alone runs from then on.
+            upstream = {p: o for (_, p), o in offsets.items()}
+            checkpointed_at, seen = _await_checkpoints(reader, active_group, remote, upstream)
+            assert checkpointed_at is not None, (
+                f"no checkpoint of {active_group} at its committed offsets {upstream} in {SYNC_TIMEOUT_S} s "
+                f"(newest seen, partition -> (upstream, downstream): {seen}): the active group's check proves nothing")
             time.sleep(SETTLE_S)
-            state = reader.read()
             moved = reader.committed(active_group)
         finally:
             member.close()
     finally:
         reader.close()
-    checkpointed = {c.partition for c in state.checkpoints if c.group == active_group}
-    assert checkpointed, f"no checkpoint of {active_group} was written: the active group's check proves nothing"
     assert not moved, f"the replicator moved the offsets of {active_group}, which has an active member: {moved}"
     mirror_verifier(run).assert_ok()
     mirror_failover(run).assert_ok()  # the idle group's synced offsets and checkpoints skip nothing
