@@ -38,6 +38,11 @@ from .target import (
 
 __all__ = ["main"]
 
+#: a target topic still missing this long after the start is logged with what the metadata
+#: said, every as long again (a replicator creates it within seconds; one run on Kafka 4.3.1
+#: never saw a topic MM2 had created 1.5 s after the capture started, the cause unknown)
+MISSING_NOTE_S = 10.0
+
 
 class _Partitions:
     """The partition counts of the target topics, read by a thread of their own.
@@ -57,6 +62,10 @@ class _Partitions:
         #: target topic -> partitions, a new dict (and a new version) for each change
         self.counts: dict[str, int] = {}
         self.version = 0
+        #: when the last metadata request answered (monotonic), and what it said of each
+        #: target topic it did not list usable (absent, or its error): the evidence of :meth:`missing`
+        self.answered_at: float | None = None
+        self.absent: dict[str, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._work, name="capture-metadata", daemon=True)
         self._thread.start()
@@ -67,12 +76,24 @@ class _Partitions:
                 md = self.consumer.list_topics(timeout=5)
                 counts = {t: len(md.topics[t].partitions) for t in self.topics
                           if t in md.topics and md.topics[t].error is None}
+                listed = len(md.topics)
+                self.absent = {t: str(md.topics[t].error) if t in md.topics else f"absent ({listed} topics listed)"
+                               for t in self.topics if t not in counts}
+                self.answered_at = time.monotonic()
                 if counts != self.counts:
                     self.counts = counts
                     self.version += 1
             except Exception as exc:  # noqa: BLE001 - whatever failed, the next round asks again
                 self.log(f"capture: metadata refresh failed (will retry): {exc}")
             self._stop.wait(0.05 if len(self.counts) < len(self.topics) else 1.0)
+
+    def missing(self, now: float) -> str | None:
+        """What the metadata said of the target topics not found yet (None: all found)."""
+        if len(self.counts) >= len(self.topics):
+            return None
+        answered = "never" if self.answered_at is None else f"{now - self.answered_at:.1f} s ago"
+        said = "; ".join(f"{t}: {why}" for t, why in sorted(self.absent.items()))
+        return f"last metadata answer {answered}: {said or 'nothing yet'}"
 
     def close(self) -> None:
         """Stop and join the thread (before the consumer closes: it may be in a request)."""
@@ -184,7 +205,7 @@ class _CaptureProcess:
     def loop(self) -> str:
         """Consume until a stop condition holds; returns the reason."""
         args = self.args
-        next_status = 0.0
+        next_status = next_missing_note = 0.0
         partitions = self.partitions = _Partitions(self.consumer, list(self.mapping), _log)
         while not self.stopping:
             if partitions.version != self.partitions_version:
@@ -202,6 +223,11 @@ class _CaptureProcess:
             if now >= next_status:
                 next_status = now + 1.0
                 self.write_progress()
+            if now >= next_missing_note and now - self.t_start >= MISSING_NOTE_S:
+                next_missing_note = now + MISSING_NOTE_S
+                said = partitions.missing(now)
+                if said is not None:
+                    _log(f"capture: target topics not found after {now - self.t_start:.0f} s, {said}")
         return "terminated"
 
     # -- when to stop ----------------------------------------------------------------

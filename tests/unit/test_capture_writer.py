@@ -328,3 +328,63 @@ def test_the_controller_puts_the_process_s_error_line_first(tmp_path: Path) -> N
     with pytest.raises(CaptureError, match=r"without writing capture-status.json: could not write capture segment "
                                            r"/x/part-00003.parquet: OSError: full \(capture \(pid 1\) exited"):
         cap.status()
+
+
+class _Metadata:
+    def __init__(self, topics: dict[str, Any]) -> None:
+        self.topics = topics
+
+
+class _Topic:
+    def __init__(self, partitions: int, error: Any = None) -> None:
+        self.partitions = dict.fromkeys(range(partitions))
+        self.error = error
+
+
+def test_a_missing_target_topic_is_reported_with_what_the_metadata_said() -> None:
+    from pytest_kafka_mirror.capture.process import _Partitions
+
+    release = threading.Event()  # the second and later answers wait for it: the first is looked at
+
+    class _Consumer:
+        calls = 0
+
+        def list_topics(self, timeout: float) -> _Metadata:
+            self.calls += 1
+            if self.calls == 1:
+                return _Metadata({"other": _Topic(1), "b": _Topic(0, error="LEADER_NOT_AVAILABLE")})
+            release.wait(timeout)
+            return _Metadata({"a": _Topic(3), "b": _Topic(2)})
+
+    lines: list[str] = []
+    parts = _Partitions(_Consumer(), ["a", "b"], lines.append)
+    try:
+        assert _wait(lambda: parts.answered_at is not None)
+        said = parts.missing(parts.answered_at + 2.5)
+        assert said == "last metadata answer 2.5 s ago: a: absent (2 topics listed); b: LEADER_NOT_AVAILABLE"
+        release.set()
+        assert _wait(lambda: parts.counts == {"a": 3, "b": 2})
+        assert parts.missing(time.monotonic()) is None
+    finally:
+        release.set()
+        parts.close()
+    assert lines == []
+
+
+def test_missing_says_when_the_metadata_never_answered() -> None:
+    from pytest_kafka_mirror.capture.process import _Partitions
+
+    parts = _Partitions.__new__(_Partitions)
+    parts.topics, parts.counts, parts.absent, parts.answered_at = ["a"], {}, {}, None
+    assert parts.missing(5.0) == "last metadata answer never: nothing yet"
+    parts.answered_at, parts.absent = 2.0, {"a": "absent (7 topics listed)"}
+    assert parts.missing(5.0) == "last metadata answer 3.0 s ago: a: absent (7 topics listed)"
+
+
+def _wait(cond: Any, timeout: float = 5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.01)
+    return False
