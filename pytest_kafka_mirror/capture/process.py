@@ -39,8 +39,9 @@ from .target import (
 __all__ = ["main"]
 
 #: a target topic still missing this long after the start is logged with what the metadata
-#: said, every as long again (a replicator creates it within seconds; one run on Kafka 4.3.1
-#: never saw a topic MM2 had created 1.5 s after the capture started, the cause unknown)
+#: said, every as long again (a replicator creates it within seconds; on Kafka 4.3.1 a
+#: capture once never saw a topic MM2 had created: this note showed that its metadata
+#: thread answered once and then hung in list_topics for 30 s, despite its timeout)
 MISSING_NOTE_S = 10.0
 
 

@@ -343,6 +343,7 @@ class _Topic:
 
 def test_a_missing_target_topic_is_reported_with_what_the_metadata_said() -> None:
     from pytest_kafka_mirror.capture.process import _Partitions
+    from pytest_kafka_mirror.processes.managed import wait_until
 
     release = threading.Event()  # the second and later answers wait for it: the first is looked at
 
@@ -359,11 +360,11 @@ def test_a_missing_target_topic_is_reported_with_what_the_metadata_said() -> Non
     lines: list[str] = []
     parts = _Partitions(_Consumer(), ["a", "b"], lines.append)
     try:
-        assert _wait(lambda: parts.answered_at is not None)
+        wait_until(lambda: parts.answered_at is not None, 5, "the first metadata answer")
         said = parts.missing(parts.answered_at + 2.5)
         assert said == "last metadata answer 2.5 s ago: a: absent (2 topics listed); b: LEADER_NOT_AVAILABLE"
         release.set()
-        assert _wait(lambda: parts.counts == {"a": 3, "b": 2})
+        wait_until(lambda: parts.counts == {"a": 3, "b": 2}, 5, "both topics' partitions")
         assert parts.missing(time.monotonic()) is None
     finally:
         release.set()
@@ -380,11 +381,3 @@ def test_missing_says_when_the_metadata_never_answered() -> None:
     parts.answered_at, parts.absent = 2.0, {"a": "absent (7 topics listed)"}
     assert parts.missing(5.0) == "last metadata answer 3.0 s ago: a: absent (7 topics listed)"
 
-
-def _wait(cond: Any, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.01)
-    return False
