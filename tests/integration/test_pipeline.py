@@ -130,6 +130,28 @@ def test_a_stopped_mirror_ends_the_capture_by_drain_timeout(tmp_path, clusters, 
     assert status["ours"] == 0
 
 
+def test_the_capture_finds_a_target_topic_created_after_it_started(tmp_path, clusters):
+    """The metadata thread keeps answering while the consume loop runs (a replicator creates
+    the target topic after the capture started).  It once asked the capture's own consumer,
+    which confluent-kafka 2.16 serves to one caller at a time: 1 answer in 40 s, and a
+    capture that missed a topic MM2 created and filled."""
+    import time
+
+    from pytest_kafka_mirror.capture import Capture
+
+    _, dst = clusters
+    capture = Capture(dst.bootstrap_servers, tmp_path / "run", {"it-late": "it-late-target"}).start()
+    try:
+        time.sleep(2.0)  # the loop runs, the topic missing: the thread asks every 0.05 s
+        dst.create_topic("it-late-target", 2)
+        capture.wait_assigned({"it-late-target": 2}, 20)
+    finally:
+        capture.stop()
+    status = capture.status()
+    assert status["partitions"] == {"it-late-target": 2}
+    assert status["metadata_answers"] >= 5, status  # ~40 in the first 2 s; 1 on the shared consumer
+
+
 def test_unreachable_bootstrap_is_one_clear_error_in_bounded_time(tmp_path):
     import time
 

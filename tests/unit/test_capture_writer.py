@@ -235,7 +235,10 @@ class _FakeConsumer:
 def _process(tmp_path: Path, consumer: _FakeConsumer, monkeypatch: pytest.MonkeyPatch) -> _CaptureProcess:
     import confluent_kafka
 
+    from pytest_kafka_mirror.capture import process
+
     monkeypatch.setattr(confluent_kafka, "Consumer", lambda config: consumer)
+    monkeypatch.setattr(process, "metadata_client", lambda bootstrap: consumer)  # answers list_topics too
     args = argparse.Namespace(bootstrap="127.0.0.1:9", run_dir=str(tmp_path), topics=json.dumps({"t": "t"}),
                               drain_timeout=30.0, settle=0.0, max_runtime=60.0, manifest_dir="", producers=0,
                               group=0, groups=1)
