@@ -106,6 +106,13 @@ def with_logger(config: dict[str, Any]) -> dict[str, Any]:
     return {"logger": kafka_log(), **properties_for(config.get("bootstrap.servers")), **config}
 
 
+def admin_client(bootstrap: str, config: dict[str, Any] | None = None) -> Any:
+    """An admin client of the cluster at ``bootstrap``, :func:`with_logger`'s (``config``: more settings)."""
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(with_logger({"bootstrap.servers": bootstrap, **(config or {})}))
+
+
 def serve(client: Any) -> None:
     """Deliver the messages a client queued (an admin client is never polled otherwise)."""
     try:

@@ -207,12 +207,10 @@ class MirrorRun:
     def _refresh_partitions(self, topics: Sequence[str], source_bootstrap: str | None = None) -> None:
         """Take the source's partition counts of ``topics`` that grew since the run began
         (a topic that does not exist yet keeps the count it was declared with)."""
-        from confluent_kafka.admin import AdminClient
-
-        from ._kafkalog import with_logger
+        from ._kafkalog import admin_client
 
         try:
-            md = AdminClient(with_logger({"bootstrap.servers": source_bootstrap or self.source_bootstrap})).list_topics(timeout=10)
+            md = admin_client(source_bootstrap or self.source_bootstrap).list_topics(timeout=10)
         except Exception as exc:  # the readiness round and the producer report an unreachable source
             log.info("no partition counts from the source (%s)", exc)
             return

@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .._kafkalog import serve
+from .._kafkalog import admin_client, serve
 from ..rundir import CAPTURE_DIR, CAPTURE_STATUS, LaneManifest, load_manifests, write_json_atomic
 from .gaps import GapGuard
 from .rows import LiveFigures, RowBuilder
@@ -53,11 +53,12 @@ class _Partitions:
     usually, but ~50-300 ms for the first ones (connecting, a topic not there yet) and up
     to its 5 s timeout while a broker restarts (a fault of the run).  The thread asks
     every 0.05 s while a target topic is missing (the replicator creates it), then once a
-    second for added partitions.  ``client`` is a handle of its own (:func:`metadata_client`),
-    never the capture's consumer: since confluent-kafka 2.16 a consumer serves one caller at
-    a time, and a waiting call retries every 1 ms while the consume loop takes the consumer
-    back within microseconds, so a ``list_topics`` on it waited as long as the loop ran
-    (measured on Tansu: 1 answer in 40 s, against 293 in 15 s with a handle of its own).
+    second for added partitions.  ``client`` is a handle of its own (an admin client: its
+    calls may run in parallel), never the capture's consumer: since confluent-kafka 2.16 a
+    consumer serves one caller at a time, and a waiting call retries every 1 ms while the
+    consume loop takes the consumer back within microseconds, so a ``list_topics`` on it
+    waited as long as the loop ran (measured on Tansu: 1 answer in 40 s, against 293 in
+    15 s with a handle of its own).
     """
 
     def __init__(self, client: Any, topics: Sequence[str], log: Callable[[str], None]) -> None:
@@ -107,15 +108,6 @@ class _Partitions:
         """Stop and join the thread (a request times out after 5 s)."""
         self._stop.set()
         self._thread.join(10.0)
-
-
-def metadata_client(bootstrap: str) -> Any:
-    """The metadata thread's client: an admin client (its calls may run in parallel)."""
-    from confluent_kafka.admin import AdminClient
-
-    from .._kafkalog import with_logger
-
-    return AdminClient(with_logger({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000}))
 
 
 def _log(text: str) -> None:
@@ -223,7 +215,8 @@ class _CaptureProcess:
         """Consume until a stop condition holds; returns the reason."""
         args = self.args
         next_status = next_missing_note = 0.0
-        partitions = self.partitions = _Partitions(metadata_client(args.bootstrap), list(self.mapping), _log)
+        client = admin_client(args.bootstrap, {"socket.connection.setup.timeout.ms": 5000})
+        partitions = self.partitions = _Partitions(client, list(self.mapping), _log)
         while not self.stopping:
             if partitions.version != self.partitions_version:
                 self.partitions_version = partitions.version

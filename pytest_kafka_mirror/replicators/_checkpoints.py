@@ -432,13 +432,12 @@ class CheckpointTask(threading.Thread):
 
     def run(self) -> None:
         from confluent_kafka import Producer
-        from confluent_kafka.admin import AdminClient
 
-        from .._kafkalog import with_logger
+        from .._kafkalog import admin_client, with_logger
 
         s = self.settings
-        self.src_admin = AdminClient(with_logger({"bootstrap.servers": self.source}))
-        self.dst_admin = AdminClient(with_logger({"bootstrap.servers": self.target}))
+        self.src_admin = admin_client(self.source)
+        self.dst_admin = admin_client(self.target)
         self.dst_producer = Producer(with_logger({"bootstrap.servers": self.target, "acks": "all", "linger.ms": 0}))
         self.src_producer = Producer(with_logger({"bootstrap.servers": self.source, "acks": "all", "linger.ms": 0}))
         now = time.monotonic()

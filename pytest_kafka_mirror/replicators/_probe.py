@@ -33,11 +33,11 @@ def ensure_probe_topic(bootstrap: str, topic: str) -> None:
     scan finds it (a topic created later costs MirrorMaker 2 a task reconfiguration).  The
     broker's default replication factor (-1), as every topic of a multi-broker cluster needs."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    from .._kafkalog import with_logger
+    from .._kafkalog import admin_client
 
-    admin = AdminClient(with_logger({"bootstrap.servers": bootstrap, "socket.connection.setup.timeout.ms": 5000}))
+    admin = admin_client(bootstrap, {"socket.connection.setup.timeout.ms": 5000})
     fs = admin.create_topics([NewTopic(topic, 1, -1)], operation_timeout=10)
     try:
         fs[topic].result(timeout=15)

@@ -238,7 +238,7 @@ def _process(tmp_path: Path, consumer: _FakeConsumer, monkeypatch: pytest.Monkey
     from pytest_kafka_mirror.capture import process
 
     monkeypatch.setattr(confluent_kafka, "Consumer", lambda config: consumer)
-    monkeypatch.setattr(process, "metadata_client", lambda bootstrap: consumer)  # answers list_topics too
+    monkeypatch.setattr(process, "admin_client", lambda bootstrap, config=None: consumer)  # answers list_topics too
     args = argparse.Namespace(bootstrap="127.0.0.1:9", run_dir=str(tmp_path), topics=json.dumps({"t": "t"}),
                               drain_timeout=30.0, settle=0.0, max_runtime=60.0, manifest_dir="", producers=0,
                               group=0, groups=1)

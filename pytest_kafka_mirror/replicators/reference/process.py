@@ -92,7 +92,7 @@ def _clients(args: argparse.Namespace, isolation: str) -> tuple[Any, Any, Any, A
     """Source consumer (assign only), target producer, source and target admin clients."""
     from confluent_kafka import Consumer, Producer
 
-    from ..._kafkalog import with_logger
+    from ..._kafkalog import admin_client, with_logger
 
     consumer = Consumer(with_logger({
         "bootstrap.servers": args.source,
@@ -118,7 +118,7 @@ def _clients(args: argparse.Namespace, isolation: str) -> tuple[Any, Any, Any, A
         # them; a mirror must pass on whatever the source accepted.
         "message.max.bytes": 16 * 1024 * 1024,
     }))
-    return consumer, producer, _admin(args.source), _admin(args.target)
+    return consumer, producer, admin_client(args.source), admin_client(args.target)
 
 
 def _configs_of(configs: Any, topic: str) -> dict[str, str]:
@@ -128,14 +128,6 @@ def _configs_of(configs: Any, topic: str) -> dict[str, str]:
     except Exception as exc:
         _log(f"configs of {topic} unknown, its target topic gets the broker's defaults: {type(exc).__name__}: {exc}")
         return {}
-
-
-def _admin(bootstrap: str) -> Any:
-    from confluent_kafka.admin import AdminClient
-
-    from ..._kafkalog import with_logger
-
-    return AdminClient(with_logger({"bootstrap.servers": bootstrap}))
 
 
 def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")) -> tuple[Any, Any, dict[str, str]] | None:
@@ -179,7 +171,7 @@ def _wait(seconds: float, loop: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
-    from ..._kafkalog import log_to
+    from ..._kafkalog import admin_client, log_to
 
     log_to(sys.stdout, "reference-mirror")  # librdkafka's messages into the log file, deduplicated
     both = _settings(args.properties, (args.source_alias, args.target_alias))
@@ -215,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                           reset=source_settings["auto.offset.reset"])
     loop: CopyLoop
     control = FaultControl(args.faults, args.ledger, lambda rec: loop.send(rec), _log)
-    configs = ConfigSync(config_settings, src_admin=_admin(args.source), dst_admin=_admin(args.target),
+    configs = ConfigSync(config_settings, src_admin=admin_client(args.source), dst_admin=admin_client(args.target),
                          topics=lambda: {t: args.prefix + t for t in list(discovery.assigned)}, log=_log)
     discovery = Discovery(consumer=consumer, gaps=gaps, src_admin=src_admin, dst_admin=dst_admin, topics=args.topics,
                           prefix=args.prefix, internal=internal, start_offset=positions.start,

@@ -126,12 +126,11 @@ def read_offset_syncs(bootstrap: str, topic: str, *, quiet: float = 0.5,
     the read finished: until nothing new came for ``quiet`` seconds (never the high
     watermark: Tansu's are wrong), at most ``limit`` seconds.  None: no such topic."""
     from confluent_kafka import Consumer, TopicPartition
-    from confluent_kafka.admin import AdminClient
 
-    from ..._kafkalog import with_logger
+    from ..._kafkalog import admin_client, with_logger
     from ...replicators.mm2_records import OffsetSync, RecordFormatError
 
-    topics = AdminClient(with_logger({"bootstrap.servers": bootstrap})).list_topics(timeout=10).topics
+    topics = admin_client(bootstrap).list_topics(timeout=10).topics
     if topic not in topics or topics[topic].error is not None:
         return None, True
     consumer = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": "kafka-mirror-failover-syncs",

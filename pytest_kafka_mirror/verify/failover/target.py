@@ -54,14 +54,13 @@ class TargetReader:
 
     def __init__(self, bootstrap: str, settings: CheckpointSettings, groups: Sequence[str], emitter: str | None) -> None:
         from confluent_kafka import Consumer
-        from confluent_kafka.admin import AdminClient
 
-        from ..._kafkalog import with_logger
+        from ..._kafkalog import admin_client, with_logger
 
         self.settings = settings
         self.groups = list(groups)
         self.emitter = emitter.encode() if emitter else None
-        self.admin = AdminClient(with_logger({"bootstrap.servers": bootstrap}))
+        self.admin = admin_client(bootstrap)
         self.consumer = Consumer(with_logger({
             "bootstrap.servers": bootstrap, "group.id": "kafka-mirror-failover-reader", "enable.auto.commit": False,
             "auto.offset.reset": "earliest", "enable.partition.eof": True, "fetch.wait.max.ms": 10,
