@@ -17,8 +17,9 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -267,6 +268,20 @@ def test_kafka_start_failures_quote_the_log(tmp_path: Path, monkeypatch: pytest.
     _no_process_left("kafka")
 
 
+def _partition_zero(cluster: object, topic: str, ok: Callable[[Any], bool], what: str) -> Any:
+    """Partition 0's metadata once ``ok`` holds for it. Each KRaft broker applies the metadata
+    log on its own, so the broker that answers may not know yet what another one already
+    showed (``create_topic`` waited for one answer); CI once got the topic without partitions."""
+    deadline = time.monotonic() + 30
+    while True:
+        t = cluster.admin().list_topics(topic, timeout=10).topics.get(topic)  # type: ignore[attr-defined]
+        p = None if t is None or t.error is not None else t.partitions.get(0)
+        if p is not None and ok(p):
+            return p
+        assert time.monotonic() < deadline, f"{what} within 30 s: last metadata {t and t.error} {p}"
+        time.sleep(0.1)
+
+
 def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: object) -> None:
     """``kafka:V,brokers=3``: topics are replicated three times, acks=all writes need two
     in-sync replicas, so killing the leader of a partition moves its leadership and no
@@ -278,7 +293,7 @@ def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: o
         c.start()
         assert len(c.bootstrap_servers.split(",")) == 3 and c.ping() == 3  # type: ignore[attr-defined]
         c.create_topic("rf3", 1)
-        md = c.admin().list_topics("rf3", timeout=10).topics["rf3"].partitions[0]  # type: ignore[attr-defined]
+        md = _partition_zero(c, "rf3", lambda p: p.leader >= 0, "the new topic has no leader")
         assert len(md.replicas) == 3
         producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0})
         for i in range(100):
@@ -289,8 +304,7 @@ def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: o
         for i in range(100, 200):
             producer.produce("rf3", b"%d" % i)
         assert producer.flush(60) == 0  # two replicas left: min.insync.replicas=2 holds
-        now = c.admin().list_topics("rf3", timeout=10).topics["rf3"].partitions[0]  # type: ignore[attr-defined]
-        assert now.leader != md.leader
+        _partition_zero(c, "rf3", lambda p: p.leader not in (-1, md.leader), "leadership stayed on the killed broker")
         leader.start()  # back on its ports and log dir
         assert c.ping() == 3  # type: ignore[attr-defined]
         consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "rf3", "enable.auto.commit": False})
