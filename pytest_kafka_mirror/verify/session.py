@@ -181,6 +181,11 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
             _replaceable = replaceable
             return _session
 
+        # pyspark's switch to Spark Connect is an environment variable, so a child inherits it
+        # from a parent that held a Connect session (an xdist worker verifying through the
+        # shared server that runs pytest or `kafka-mirror gate` below it); with it, a local
+        # session cannot start ("CONNECT_URL_NOT_SET").  No Connect session of ours runs here.
+        os.environ.pop(_CONNECT_MODE, None)
         from pyspark.sql import SparkSession
 
         existing = SparkSession.getActiveSession()

@@ -1,6 +1,7 @@
 """One Spark Connect server for a whole ``pytest -n 2`` run (verify/connect.py): the report
 is the same as a local SparkSession's, the workers share the server and hold no JVM, and
-the server ends with the session however it ends."""
+the server ends with the session however it ends; a process a worker starts below it still
+gets a local session."""
 
 from __future__ import annotations
 
@@ -225,3 +226,21 @@ def test_a_connect_client_s_process_starts_children_with_a_preexec_fn(tmp_path: 
     setting, failed, codes = out.stdout.strip().splitlines()[-1].split(maxsplit=2)
     # Children that died before exec, and the setting the verifier made before the client loaded gRPC.
     assert (failed, setting) == ("0", "false"), f"exit codes {codes}: {out.stderr[-2000:]}"
+
+
+def test_a_local_session_starts_in_a_child_of_a_spark_connect_client() -> None:
+    # A worker that verified through the shared server has pyspark's Connect switch in its
+    # environment; the pytest or gate it runs below it inherits the switch, and must still
+    # get a local session (it failed with CONNECT_URL_NOT_SET when tests/integration ran alone).
+    code = (
+        "import os\n"
+        "from pytest_kafka_mirror.verify import get_spark, stop_spark\n"
+        "from pytest_kafka_mirror.verify.session import _is_remote\n"
+        "spark = get_spark('local[1]')\n"
+        "print(_is_remote(spark), spark.range(4).count(), 'SPARK_CONNECT_MODE_ENABLED' in os.environ)\n"
+        "stop_spark()\n"
+    )
+    env = {**os.environ, "SPARK_CONNECT_MODE_ENABLED": "1"}
+    env.pop("SPARK_REMOTE", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env)
+    assert out.stdout.split() == ["False", "4", "False"], out.stderr[-3000:]
