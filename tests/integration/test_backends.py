@@ -26,7 +26,7 @@ import pytest
 from pytest_kafka_mirror.clusters import ClusterError, make_cluster
 from pytest_kafka_mirror.clusters._probe import probe_capabilities
 from pytest_kafka_mirror.clusters.tansu import TANSU_GAPS, TansuCluster
-from pytest_kafka_mirror.processes.managed import live_processes
+from pytest_kafka_mirror.processes.managed import live_processes, wait_until
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, ReplicatorOptions, make_replicator
 from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY, parse_properties
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
@@ -268,18 +268,20 @@ def test_kafka_start_failures_quote_the_log(tmp_path: Path, monkeypatch: pytest.
     _no_process_left("kafka")
 
 
-def _partition_zero(cluster: object, topic: str, ok: Callable[[Any], bool], what: str) -> Any:
+def _partition_zero(cluster: Any, topic: str, ok: Callable[[Any], bool], what: str) -> Any:
     """Partition 0's metadata once ``ok`` holds for it. Each KRaft broker applies the metadata
     log on its own, so the broker that answers may not know yet what another one already
     showed (``create_topic`` waited for one answer); CI once got the topic without partitions."""
-    deadline = time.monotonic() + 30
-    while True:
-        t = cluster.admin().list_topics(topic, timeout=10).topics.get(topic)  # type: ignore[attr-defined]
+    last: list[Any] = [None]
+
+    def holds() -> bool:
+        t = last[0] = cluster.admin().list_topics(topic, timeout=10).topics.get(topic)
         p = None if t is None or t.error is not None else t.partitions.get(0)
-        if p is not None and ok(p):
-            return p
-        assert time.monotonic() < deadline, f"{what} within 30 s: last metadata {t and t.error} {p}"
-        time.sleep(0.1)
+        return p is not None and ok(p)
+
+    wait_until(holds, 30, what, interval=0.1, on_timeout=lambda: f" (last metadata: {last[0] and last[0].error} "
+                                                                 f"{last[0] and last[0].partitions})")
+    return last[0].partitions[0]
 
 
 def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: object) -> None:
@@ -293,7 +295,7 @@ def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: o
         c.start()
         assert len(c.bootstrap_servers.split(",")) == 3 and c.ping() == 3  # type: ignore[attr-defined]
         c.create_topic("rf3", 1)
-        md = _partition_zero(c, "rf3", lambda p: p.leader >= 0, "the new topic has no leader")
+        md = _partition_zero(c, "rf3", lambda p: p.leader >= 0, "a leader of the new topic")
         assert len(md.replicas) == 3
         producer = Producer({"bootstrap.servers": c.bootstrap_servers, "acks": "all", "linger.ms": 0})
         for i in range(100):
@@ -304,7 +306,7 @@ def test_three_brokers_ride_out_a_killed_leader(tmp_path: Path, kafka_release: o
         for i in range(100, 200):
             producer.produce("rf3", b"%d" % i)
         assert producer.flush(60) == 0  # two replicas left: min.insync.replicas=2 holds
-        _partition_zero(c, "rf3", lambda p: p.leader not in (-1, md.leader), "leadership stayed on the killed broker")
+        _partition_zero(c, "rf3", lambda p: p.leader not in (-1, md.leader), "leadership to move off the killed broker")
         leader.start()  # back on its ports and log dir
         assert c.ping() == 3  # type: ignore[attr-defined]
         consumer = Consumer({"bootstrap.servers": c.bootstrap_servers, "group.id": "rf3", "enable.auto.commit": False})
