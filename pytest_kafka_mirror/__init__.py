@@ -15,6 +15,7 @@ from .capture.witness import Witness, witness
 from .clusters import Capabilities, Cluster, ClusterError
 from .produce.producer import MirrorProducer, ProducerError, TopicLanes
 from .replicators import FaultLedger, Knobs, NamingPolicy, Replicator, ReplicatorError
+from .replicators.settings import explain, settings_of
 from .run import MirrorRun
 from .rundir import LaneManifest, Manifest
 
@@ -44,6 +45,8 @@ __all__ = [
     "ReplicatorError",
     "TopicLanes",
     "Witness",
+    "explain",
+    "settings_of",
     "verify_run",
     "witness",
 ]

@@ -23,7 +23,8 @@ from .report.compare import RegressionCheck, parse_compare_fail
 from .report.metrics import ListenAddress, parse_listen_address, parse_pushgateway
 from .report.progress import parse_progress as _progress
 
-__all__ = ["OPTIONS", "Option", "Settings", "SettingsError", "min_message_size", "resolve_settings"]
+__all__ = ["CHECKS", "OPTIONS", "Option", "Settings", "SettingsError", "check_name", "min_message_size",
+           "resolve_settings"]
 
 
 class SettingsError(ValueError):
@@ -182,6 +183,21 @@ def _property(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise ValueError(f"{text.strip()!r} is not KEY=VALUE (e.g. replication.policy.class=...IdentityReplicationPolicy)")
     return key.strip(), value.strip()
+
+
+#: The checks a test or the user may leave out on purpose (``--kafka-mirror-leave-out``, the
+#: marker's ``leave_out``): the parts of a failover check and the checks of the group-sync
+#: and config-sync scenarios.  A check left out is reported "not checked", never passed.
+CHECKS = ("checkpoints", "synced offsets", "heartbeats", "offset syncs", "group sync", "config sync")
+
+
+def check_name(text: str) -> str:
+    """One of :data:`CHECKS`, with dashes or spaces (``synced-offsets``)."""
+    name = " ".join(text.strip().replace("-", " ").split())
+    if name not in CHECKS:
+        raise ValueError(f"{text.strip()!r} is not a check that can be left out; accepted: "
+                         + " | ".join(c.replace(" ", "-") for c in CHECKS))
+    return name
 
 
 def _properties(text: str) -> tuple[tuple[str, str], ...]:
@@ -437,6 +453,11 @@ OPTIONS: list[Option] = [
     Option("replicator-properties", "KEY=VALUE", None,
            "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
            "repeat the flag, one per line in ini, newline-separated in env.", _property, kind=LIST, separator=r"\n"),
+    Option("leave-out", "CHECK", None,
+           "A check not to run, on purpose: checkpoints | synced-offsets | heartbeats | offset-syncs (parts of "
+           "mirror_failover) | group-sync | config-sync (those scenarios skip); it is reported as not checked, "
+           "with this option as the reason. Without it, a check the replicator gives nothing to check fails. "
+           "Repeat the flag; ini: one per line; env: separated by spaces or commas.", check_name, kind=LIST),
     # -- client properties of the clusters (_clientconf.py; docs/secured-clusters.md) ------------
     Option("source-config", "FILE", None,
            "librdkafka client properties of every client of the source cluster (security.protocol, sasl.*, ssl.*, "
@@ -503,6 +524,8 @@ class Settings:
     #: the Kafka release cache given by option / ini / env ("" = kafka_dist.cache_dir's default)
     kafka_cache: str = ""
     replicator_properties: tuple[tuple[str, str], ...] = ()
+    #: checks left out on purpose (:data:`CHECKS`; ``--kafka-mirror-leave-out``)
+    leave_out: tuple[str, ...] = ()
     #: what the in-place upgrade scenarios start on (None: the replicator itself)
     upgrade_from: ReplicatorSpec | None = None
     share: str = "run"
@@ -589,6 +612,7 @@ def resolve_settings(
         kafka_home=values["kafka_mirror_kafka_home"],
         kafka_cache=values["kafka_mirror_kafka_cache"] or "",
         replicator_properties=values["kafka_mirror_replicator_properties"],
+        leave_out=values["kafka_mirror_leave_out"],
         upgrade_from=values["kafka_mirror_upgrade_from"],
         share=values["kafka_mirror_share"],
         topic_provisioning=values["kafka_mirror_topic_provisioning"],

@@ -34,7 +34,8 @@ log = logging.getLogger("pytest_kafka_mirror")
 SESSION_KEY = pytest.StashKey[KafkaMirrorSession]()
 MARKER = "kafka_mirror"
 #: Keyword arguments accepted by @pytest.mark.kafka_mirror(...)
-MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties", "release"}
+MARKER_KWARGS = {"drain_timeout", "settle", "topic_timeout", "private", "replicator_properties", "release",
+                 "leave_out"}
 #: the marker's ``release=``: what a private environment's replicator starts as
 RELEASES = ("current", "previous")
 
@@ -74,11 +75,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         f"{MARKER}(drain_timeout=SECONDS, settle=SECONDS, topic_timeout=SECONDS, private=BOOL, "
-        "replicator_properties={KEY: VALUE}, release='current'|'previous'): per-test overrides of "
-        "pytest-kafka-mirror settings; private=True gives the test its own clusters, links and replicator "
-        "(implied by the mirror_faults fixture); replicator_properties gives the test its own replicator with "
-        "those settings; release='previous' gives it a private one of --kafka-mirror-upgrade-from's release "
-        "(the in-place upgrade scenarios: mirror_env.switch_replicator).",
+        "replicator_properties={KEY: VALUE}, release='current'|'previous', leave_out={CHECK: REASON}): per-test "
+        "overrides of pytest-kafka-mirror settings; private=True gives the test its own clusters, links and "
+        "replicator (implied by the mirror_faults fixture); replicator_properties gives the test its own replicator "
+        "with those settings; release='previous' gives it a private one of --kafka-mirror-upgrade-from's release "
+        "(the in-place upgrade scenarios: mirror_env.switch_replicator); leave_out names checks not to run on "
+        "purpose (checkpoints, synced-offsets, heartbeats, offset-syncs, group-sync, config-sync; a list, or a "
+        "dict with the reasons): reported as not checked.",
     )
     from .provisioning import MARKER_HELP
 
@@ -228,6 +231,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                 f"accepted keywords: {', '.join(sorted(MARKER_KWARGS))}",
                 pytrace=False,
             )
+        if "leave_out" in mark.kwargs:
+            try:
+                _leave_out_marked(mark.kwargs["leave_out"])
+            except (TypeError, ValueError) as exc:
+                _fail(f"@pytest.mark.{MARKER}(leave_out=...): {exc}")
         if mark.kwargs.get("release", "current") not in RELEASES:
             pytest.fail(f"@pytest.mark.{MARKER}(release={mark.kwargs['release']!r}): accepted: "
                         f"{', '.join(map(repr, RELEASES))}", pytrace=False)
@@ -595,7 +603,7 @@ def mirror_verifier(request: pytest.FixtureRequest) -> MirrorVerifier:
 def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> MirrorFailover:
     """``mirror_failover(run, wait=None, reset="latest")`` fails the run's witness groups
     (``mirror_producer(..., witnesses=[witness(...)])``) over to the target and returns a
-    :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`: skipped and
+    :class:`~pytest_kafka_mirror.verify.failover.FailoverReport`: skipped and
     re-read records, translations past the end of the log, rewinds, checkpoint staleness,
     heartbeat lag, with ``assert_ok()`` and one assertion per check.  Its figures become
     JUnit properties ``kafka_mirror.failover.FIGURE`` (``kafka_mirror.failover[N].FIGURE``
@@ -608,9 +616,41 @@ def mirror_failover(request: pytest.FixtureRequest, mirror_env: MirrorEnv) -> Mi
         node.user_properties.extend((f"{prefix}.{k}", v) for k, v in report.figures().items() if v is not None)
 
     failover = MirrorFailover(_session(request.config), mirror_env.replicator, node.nodeid, on_report=properties,
-                              params=_params(request), env=mirror_env)
+                              params=_params(request), env=mirror_env, leave_out=mirror_leave_out(request))
     node.stash[_FAILOVER_KEY] = failover
     return failover
+
+
+def _leave_out_marked(value: Any) -> dict[str, str]:
+    """The marker's ``leave_out``: check names (a string, a list) or a dict check -> reason."""
+    from .config import check_name
+
+    if isinstance(value, str):
+        value = [value]
+    if isinstance(value, dict):
+        return {check_name(k): str(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return {check_name(k): "left out by the test's marker" for k in value}
+    raise TypeError(f"{value!r}: a check name, a list of them, or a dict check -> reason")
+
+
+def mirror_leave_out(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The checks the test (marker ``leave_out``) and the user (``--kafka-mirror-leave-out``)
+    leave out on purpose, each with the reason; the test's reason wins."""
+    settings = _session(request.config).settings
+    where = settings.sources.get("leave-out") or "--kafka-mirror-leave-out"
+    out = {check: f"left out by {where}" for check in settings.leave_out}
+    out.update(_leave_out_marked(_marker_overrides(request).get("leave_out", ())))
+    return out
+
+
+@pytest.fixture(name="mirror_leave_out")
+def _mirror_leave_out(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The checks left out on purpose for this test: ``{check: reason}`` from the marker's
+    ``leave_out`` and ``--kafka-mirror-leave-out`` (check names in ``config.CHECKS``).  A
+    scenario whose check is in it skips with the reason; a failover check reports the part
+    as not checked."""
+    return mirror_leave_out(request)
 
 
 def _params(request: pytest.FixtureRequest) -> dict[str, Any]:

@@ -33,7 +33,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,21 +48,34 @@ if TYPE_CHECKING:
     from .replicators._checkpoints import CheckpointSettings
     from .replicators._readiness import TopicReadiness
     from .verify import MirrorReport
-    from .verify.failover_report import FailoverReport
+    from .verify.failover import FailoverReport
 
 __all__ = ["MirrorRun"]
 
 log = logging.getLogger("pytest_kafka_mirror.run")
 
 
-def replicator_says(replicator: Any) -> dict[str, str]:
-    """What ``replicator`` says about itself (for a report with missing records): its
-    health (it exited, a FAILED task) and its status (MirrorMaker 2: connectors and
-    tasks); never raises."""
+#: the features whose settings a verification's failures quote (``MirrorReport.replicator``)
+VERIFIED_FEATURES = ("duplicates", "transactions", "headers")
+
+
+def replicator_says(replicator: Any, *, state: bool = True) -> dict[str, Any]:
+    """What ``replicator`` says about itself: the settings behind the verified features as
+    it applies them (a replicator the plugin configures) and, with ``state`` (a report with
+    missing records), its health (it exited, a FAILED task) and its status (MirrorMaker 2:
+    connectors and tasks); never raises."""
+    from .replicators.settings import settings_of
+
     if replicator is None:
         return {}
-    out = {"spec": str(getattr(replicator, "spec", "") or type(replicator).__name__)}
-    for what in ("health", "status"):
+    out: dict[str, Any] = {"spec": str(getattr(replicator, "spec", "") or type(replicator).__name__)}
+    try:
+        settings = settings_of(replicator)
+    except Exception:  # a report must not fail for a replicator's settings
+        settings = None
+    if settings is not None:
+        out["settings"] = {feature: settings.quote(feature) for feature in VERIFIED_FEATURES}
+    for what in ("health", "status") if state else ():
         fn = getattr(replicator, what, None)
         if callable(fn):
             try:
@@ -443,14 +456,13 @@ class MirrorRun:
         ``source_bootstrap`` / ``replicator``: another source and its replicator (a fan-in)."""
         from .clusters.base import topic_created_us
         from .replicators._readiness import await_ready, replicator_hooks
+        from .replicators.settings import readiness_hint
 
         rounds = await_ready(
             source_bootstrap or self.source_bootstrap, self.target_bootstrap,
             {t: (self.topics[t], self.partitions[t]) for t in topics}, timeout=self.topic_timeout,
             created_us={t: topic_created_us(t) for t in topics}, **replicator_hooks(replicator or self.replicator),
-            hint="Hint: is the replicator running and does it mirror these topics (its topic filter)? A slow one "
-                 "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
-                 "--kafka-mirror-topic-provisioning session.",
+            hint=lambda found: readiness_hint(replicator or self.replicator, {t: self.topics[t] for t in topics}, found),
         )
         with self._lock:
             self.readiness.extend(rounds.values())
@@ -549,22 +561,23 @@ class MirrorRun:
         self.finish()  # says "verifying" once the capture ended
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
         self.report.markers = [m.to_dict() for m in self.markers]
-        if self.report.lost or self.report.unseen or self.report.latest_missing:
-            self.report.replicator = replicator_says(self.replicator)
+        missing = bool(self.report.lost or self.report.unseen or self.report.latest_missing)
+        self.report.replicator = replicator_says(self.replicator, state=missing)
         self.report.write(self.run_dir / REPORT_FILE)
         self._phase("done")
         return self.report
 
     def failover(self, settings: CheckpointSettings, *, wait: float | None = None, reset: str = "latest",
-                 emitter: str | None = None) -> FailoverReport:
+                 emitter: str | None = None, leave_out: Mapping[str, str] | None = None) -> FailoverReport:
         """Fail the witness groups over to the target and check their translated offsets
         (:func:`pytest_kafka_mirror.verify.failover.check_failover`; ``settings``: the replicator's
-        ``checkpoints``).  Finishes the capture first: the checks compare with it."""
+        ``checkpoints``; ``leave_out``: parts not to check, with the reasons).  Finishes the
+        capture first: the checks compare with it."""
         from .verify.failover import check_failover
 
         self.finish()
         return check_failover(self.run_dir, self.target_bootstrap, settings, self.topics, wait=wait, reset=reset,
-                              emitter=emitter, source_bootstrap=self.source_bootstrap)
+                              emitter=emitter, source_bootstrap=self.source_bootstrap, leave_out=leave_out)
 
     def close(self) -> None:
         """Stop the captures if they still run (a test failed before verifying)."""

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .report.progress import ProgressSpool
     from .run import MirrorRun
     from .verify import MirrorReport
-    from .verify.failover_report import FailoverReport
+    from .verify.failover import FailoverReport
 
 __all__ = ["WARMUP_TOPIC", "WRITTEN_LIST", "KafkaMirrorSession", "MirrorFailover", "MirrorProducerFactory",
            "MirrorTopics", "MirrorVerifier", "note_report_files"]
@@ -196,6 +196,8 @@ class KafkaMirrorSession:
             naming=s.naming if self._explicit("naming") else None,
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
             properties=s.replicator_properties + tuple(extra_properties),
+            origins=tuple((k, s.sources.get("replicator-properties") or "--kafka-mirror-replicator-properties")
+                          for k, _ in s.replicator_properties) + tuple((k, "the test's marker") for k, _ in extra_properties),
             kafka_home=s.kafka_home,
             kafka_cache=s.kafka_cache,
             warmup_topic=WARMUP_TOPIC,
@@ -616,7 +618,7 @@ class MirrorVerifier:
 
 
 class MirrorFailover:
-    """``mirror_failover(run)`` → :class:`~pytest_kafka_mirror.verify.failover_report.FailoverReport`.
+    """``mirror_failover(run)`` → :class:`~pytest_kafka_mirror.verify.failover.FailoverReport`.
 
     Fails the run's witness groups over to the target and checks their translated offsets
     (:mod:`pytest_kafka_mirror.verify.failover`), with what the replicator says it does about
@@ -630,8 +632,11 @@ class MirrorFailover:
 
     def __init__(self, session: KafkaMirrorSession, replicator: Replicator, nodeid: str,
                  on_report: Callable[[int, FailoverReport], None] | None = None,
-                 params: dict[str, Any] | None = None, env: MirrorEnv | None = None) -> None:
+                 params: dict[str, Any] | None = None, env: MirrorEnv | None = None,
+                 leave_out: dict[str, str] | None = None) -> None:
         self.session = session
+        #: checks left out on purpose, with the reasons (the marker's ``leave_out``, ``--kafka-mirror-leave-out``)
+        self.leave_out = dict(leave_out or {})
         self._replicator = replicator
         #: the test's environment: its replicator is the one to ask, also after a switch
         self.env = env
@@ -669,8 +674,22 @@ class MirrorFailover:
             pytest.skip(f"failover checks: the replicator {replicator.spec} does not say how it translates "
                         "consumer-group offsets; pass mirror_failover(run, settings=MM2_DEFAULTS.with_properties("
                         "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")
-        report = run.failover(settings, wait=wait, reset=reset,
+        from .run import replicator_says
+        from .verify.failover import PARTS
+
+        leave_out = {part: why for part, why in self.leave_out.items() if part in PARTS}
+        if "checkpoints" in leave_out and ("synced offsets" in leave_out or settings.no_group_sync()):
+            import pytest
+
+            pytest.skip(f"failover checks: checkpoints {leave_out['checkpoints']}, and no synced offsets to check "
+                        f"({leave_out.get('synced offsets') or settings.no_group_sync()})")
+        report = run.failover(settings, wait=wait, reset=reset, leave_out=leave_out,
                               emitter=getattr(replicator, "heartbeat_emitter", None))
+        if report.not_run.keys() - {"offset syncs"} or report.explain or not report.entries:
+            said = replicator_says(replicator)
+            state = said.get("health") or said.get("status")
+            if state:
+                report.notes.append(f"the replicator ({said['spec']}) says: {state}")
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
         path = path.with_name(path.stem + "-failover.json")

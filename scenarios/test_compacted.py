@@ -36,6 +36,8 @@ import uuid
 
 import pytest
 
+from pytest_kafka_mirror import explain
+
 KEYS, PARTITIONS = 40, 2
 RATE, DURATION = 400, 3  # some 30 values per key
 COMPACT = {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01"}
@@ -87,7 +89,8 @@ def test_compacted_topic(mirror_env, mirror_topics, mirror_producer, mirror_veri
     if source_policy == "compact" and not getattr(rep, "no_config_sync", None):
         assert remote_policy == "compact", (
             f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r} after {CONFIG_TIMEOUT_S} s; the "
-            f"source topic has compact: its remote topic keeps every old value (and consumers of it see them)")
+            f"source topic has compact: its remote topic keeps every old value (and consumers of it see them); "
+            f"{explain(rep, 'config sync')}")
 
 
 def _set_cleaner_backoff(cluster, ms: str) -> str:
@@ -186,7 +189,8 @@ def test_compacted_backlog(mirror_env, mirror_faults, mirror_topics, mirror_prod
     report.assert_ok()
     _check_keys(report, run)
     if not getattr(rep, "no_config_sync", None):
-        assert remote_policy == "compact", f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r}"
+        assert remote_policy == "compact", (f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r}: "
+                                            f"{explain(rep, 'config sync')}")
     assert report.compacted_away >= removed, (
         f"{removed} records were gone from the source before the replicator resumed, yet only "
         f"{report.compacted_away} did not arrive: {report.summary()}")

@@ -44,6 +44,7 @@ import time
 
 import pytest
 
+from pytest_kafka_mirror import explain, settings_of
 from pytest_kafka_mirror.faults import action, at
 
 RATE = 200
@@ -97,10 +98,23 @@ def _wait_for(cluster, topic: str, done, timeout: float = SYNC_TIMEOUT_S):
     return None, seen
 
 
-def _skip_unless_defaults_told_apart(mirror_env) -> None:
-    rep = mirror_env.replicator
+def _config_sync_wanted(rep, leave_out) -> None:
+    """Skip where the check is left out on purpose (``--kafka-mirror-leave-out config-sync``)
+    or the replicator has no config sync at all (the legacy MirrorMaker); fail at once where
+    it could sync and its settings say it does not: the scenario asks for it."""
+    if "config sync" in leave_out:
+        pytest.skip(f"topic config sync: {leave_out['config sync']}")
     if getattr(rep, "no_config_sync", None):
         pytest.skip(f"topic config sync: {rep.no_config_sync}")
+    settings = settings_of(rep)
+    if settings is not None and (settings.value("sync.topic.configs.enabled") or "").lower() == "false":
+        pytest.fail(f"topic config sync: nothing to check: {settings.quote('sync.topic.configs.enabled')}: the "
+                    "replicator copies no topic config, and this scenario asks for it", pytrace=False)
+
+
+def _skip_unless_defaults_told_apart(mirror_env, leave_out) -> None:
+    rep = mirror_env.replicator
+    _config_sync_wanted(rep, leave_out)
     for side, cluster in (("source", mirror_env.source), ("target", mirror_env.target)):
         missing = cluster.capabilities().missing("topic_config_defaults")
         if missing:
@@ -109,10 +123,9 @@ def _skip_unless_defaults_told_apart(mirror_env) -> None:
 
 
 @pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S)})
-def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_leave_out):
     rep = mirror_env.replicator
-    if getattr(rep, "no_config_sync", None):
-        pytest.skip(f"topic config sync: {rep.no_config_sync}")
+    _config_sync_wanted(rep, mirror_leave_out)
     [topic] = mirror_topics(1, partitions=2)
     remote = rep.target_topic(topic)
     set_at: list[float] = []
@@ -143,16 +156,17 @@ def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_ve
     report.assert_ok()
     assert synced_at is not None, (
         f"retention.ms={RETENTION_MS} set on {topic} did not reach {remote} in {SYNC_TIMEOUT_S} s; "
-        f"it has retention.ms={seen.get('retention.ms')!r}")
+        f"it has retention.ms={seen.get('retention.ms')!r}: {explain(rep, 'config sync')}")
     copied = {c: v.get("unclean.leader.election.enable") for c, v in (("at sync", seen), ("later", later))}
     assert all(v != "true" for v in copied.values()), (
-        f"unclean.leader.election.enable=true was copied to {remote} ({copied}): MM2's filter keeps it back")
+        f"unclean.leader.election.enable=true was copied to {remote} ({copied}): MM2's filter keeps it back; "
+        f"{explain(rep, 'config sync')}")
 
 
 @pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S)})
-def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_leave_out):
     """MM2's default ``use.defaults.from=target`` (Kafka's ``testReplicateTargetDefault``)."""
-    _skip_unless_defaults_told_apart(mirror_env)
+    _skip_unless_defaults_told_apart(mirror_env, mirror_leave_out)
     [topic] = mirror_topics(1, partitions=2)
     remote = mirror_env.replicator.target_topic(topic)
     run = mirror_producer.new_run([topic])
@@ -161,7 +175,7 @@ def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, 
                                   lambda c: c.get("retention.bytes", (None,))[0] == RETENTION_BYTES)
     assert copied_at is not None, (
         f"retention.bytes={RETENTION_BYTES} set on {topic} did not reach {remote} in {SYNC_TIMEOUT_S} s; "
-        f"it has {copied.get('retention.bytes')}")
+        f"it has {copied.get('retention.bytes')}: {explain(mirror_env.replicator, 'config sync')}")
     _set_configs(mirror_env.source, topic, {"retention.bytes": None})
     deleted_at = time.time()
     back_at, back = _wait_for(mirror_env.target, remote,
@@ -175,7 +189,8 @@ def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, 
     report.assert_ok()
     assert back_at is not None, (
         f"retention.bytes deleted on {topic} is still {remote}'s own config {SYNC_TIMEOUT_S} s later "
-        f"(value, ConfigSource): {back.get('retention.bytes')}; with use.defaults.from=target MM2 deletes it there")
+        f"(value, ConfigSource): {back.get('retention.bytes')}; with use.defaults.from=target MM2 deletes it there: "
+        f"{explain(mirror_env.replicator, 'config sync')}")
     source_default = _described(mirror_env.source, topic).get("retention.bytes")
     print(f"{remote}: retention.bytes {back.get('retention.bytes')} (target's default); "
           f"{topic}: {source_default} (source's default)")
@@ -187,9 +202,9 @@ def test_config_sync_target_default(mirror_env, mirror_topics, mirror_producer, 
 # connector config names at the top level; measured with 4.3.1: the sync went on deleting)
 @pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S),
                                                  "source->target.use.defaults.from": "source"})
-def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mirror_leave_out):
     """``use.defaults.from=source`` (Kafka's ``testReplicateSourceDefault``)."""
-    _skip_unless_defaults_told_apart(mirror_env)
+    _skip_unless_defaults_told_apart(mirror_env, mirror_leave_out)
     rep = mirror_env.replicator
     release = getattr(rep, "release", None)
     if release is not None and (release.version or (0,)) < (3, 5):
@@ -215,7 +230,8 @@ def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, 
     report.assert_ok()
     assert reset_at is not None, (
         f"retention.bytes={RETENTION_BYTES} altered on {remote} was not reset to the source's default "
-        f"{source_value!r} in {SYNC_TIMEOUT_S} s; (value, ConfigSource) {reset.get('retention.bytes')}")
+        f"{source_value!r} in {SYNC_TIMEOUT_S} s; (value, ConfigSource) {reset.get('retention.bytes')}: "
+        f"{explain(rep, 'config sync')}")
     kept = later.get("unclean.leader.election.enable")
     assert kept is not None and kept[0] == "true", (
         f"unclean.leader.election.enable=true altered on {remote} became {kept}: MM2's default filter keeps it "

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kafka_mirror import MirrorProducer, TopicLanes
+from pytest_kafka_mirror import MirrorProducer, TopicLanes, explain
 
 RATE = 200
 BEFORE = 300
@@ -51,4 +51,7 @@ def test_replicate_from_latest(mirror_env, mirror_topics, mirror_producer, mirro
     report = mirror_verifier(run)
 
     assert report.expected == RATE * 4, report.summary()
+    assert not report.phantom and not report.foreign, (
+        f"records produced before the replicator first assigned {topic} arrived ({report.phantom} phantoms, "
+        f"{report.foreign} of an unknown producer): {explain(rep, 'start position')}")
     report.assert_ok()  # a record of the 300 would be a phantom (unknown producer)

@@ -63,11 +63,15 @@ def sample_result(nodeid: str, report: MirrorReport, index: int = 0, **params: A
 
 
 def sample_failover_report(*, partitions: int = 2, rereads: int = 0, skipped: int = 0, untranslatable: int = 0,
-                           delay_s: float | None = 1.5, heartbeat_lag_ms: int | None = 850) -> FailoverReport:
+                           delay_s: float | None = 1.5, heartbeat_lag_ms: int | None = 850,
+                           not_run: dict[str, str] | None = None, left_out: dict[str, str] | None = None
+                           ) -> FailoverReport:
     """A failover check of one witness group that committed 100 on each of ``partitions``
     partitions, translated both ways (checkpoint, synced).  Partition 0 re-reads
     ``rereads`` and skips ``skipped`` records; the checkpoints of the first
-    ``untranslatable`` partitions have no translation, which MM2's sync store could not give."""
+    ``untranslatable`` partitions have no translation, which MM2's sync store could not give.
+    ``not_run`` / ``left_out``: parts not checked (a part of the translations not run leaves
+    no entry of it)."""
     entries = []
     for p in range(partitions):
         for via in ("checkpoint", "synced"):
@@ -84,9 +88,12 @@ def sample_failover_report(*, partitions: int = 2, rereads: int = 0, skipped: in
                 max_delay_s=delay_s if via == "checkpoint" else None, offset_syncs=3,
                 untranslatable="MM2's offset-sync store holds no sync at or before upstream 100" if none else None,
             ))
+    gone = {"checkpoint": "checkpoints", "synced": "synced offsets"}
+    entries = [e for e in entries if gone[e.via] not in {**(not_run or {}), **(left_out or {})}]
     heartbeats = {"topic": "source.heartbeats", "count": 8, "lag_ms": heartbeat_lag_ms, "max_gap_ms": 1000}
     return FailoverReport(run_dir="/runs/1", read_at=1_741_944_010.0, waited_s=2.0, reset="latest",
-                          settings={"offset_lag_max": 100}, entries=entries, heartbeats=heartbeats)
+                          settings={"offset_lag_max": 100}, entries=entries, heartbeats=heartbeats,
+                          not_run=dict(not_run or {}), left_out=dict(left_out or {}))
 
 
 def sample_failover_result(nodeid: str, report: FailoverReport, index: int = 0, **params: Any) -> TestResult:

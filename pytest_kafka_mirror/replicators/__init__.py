@@ -163,6 +163,9 @@ class ReplicatorOptions:
     naming: NamingPolicy | None = None  # None: the backend's (MM2: from its policy; others: identity)
     startup_timeout: float | None = None  # None: the backend's default (MM2: 180 s, others: 60 s)
     properties: tuple[tuple[str, str], ...] = ()
+    #: where each of ``properties`` was given (the key as written -> e.g. "the test's
+    #: marker", "--kafka-mirror-replicator-properties"); failure messages quote it
+    origins: tuple[tuple[str, str], ...] = ()
     kafka_home: str = ""
     kafka_cache: str = ""  # where mm2:VERSION / mm1:VERSION releases are cached ("" = the default)
     warmup_topic: str = "kafka-mirror-warmup"
@@ -202,6 +205,7 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
         # default, so the topic-config sync takes the source's reported configs
         properties=(((f"{opts.aliases[0]}->{opts.aliases[1]}.use.defaults.from", "source"),) if is_tansu(source)
                     else ()) + tuple(opts.properties),
+        origins=dict(opts.origins),
     )
 
 
@@ -214,7 +218,7 @@ def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
         release=None if image else _release(spec, opts, "mm2"),
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, STARTUP_TIMEOUT),
         max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
-        aliases=opts.aliases, topics=opts.topics,
+        aliases=opts.aliases, topics=opts.topics, origins=dict(opts.origins),
     )
 
 

@@ -85,6 +85,16 @@ class CheckpointSettings:
     #: spaced back from the newest) or "latest" (up to 3.4.0: the newest sync only, so a
     #: group behind it is not translated; ahead of it, downstream + the upstream step)
     sync_store: str = "exponential"
+    #: attribute -> the property that set it, as written (``KEY=VALUE``, and where it came
+    #: from when the replicator says: ``(the test's marker)``); an attribute not in it has
+    #: the default of :attr:`defaults_from`.  What failure messages quote (:meth:`quote`).
+    written: Mapping[str, str] = field(default_factory=dict, compare=False)
+    #: whose defaults the attributes not in :attr:`written` have
+    defaults_from: str = "MM2's default"
+    #: attribute -> the property that asked to turn it on (``true`` under any of its keys,
+    #: quoted as in :attr:`written`), whatever won: a part a test or user asked for and that
+    #: is off in effect is a failure, not a skip
+    asked: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     #: property name -> (attribute, kind)
     PROPERTIES: ClassVar[dict[str, tuple[str, str]]] = {
@@ -109,9 +119,11 @@ class CheckpointSettings:
         return self.names.offset_syncs_topic_on(self.syncs_location)
 
     def with_properties(self, props: Mapping[str, str] | Iterable[tuple[str, str]],
-                        flow: str = "source->target") -> tuple[CheckpointSettings, list[str]]:
+                        flow: str = "source->target",
+                        origins: Mapping[str, str] | None = None) -> tuple[CheckpointSettings, list[str]]:
         """These settings with MM2 properties applied (``KEY`` or ``FLOW.KEY``, the latter
         winning); returns them and the keys that are not about offsets or heartbeats.
+        ``origins``: where each property (as written) came from, quoted in :attr:`written`.
 
         The offset flush is a Connect worker setting: MM2 reads it for the target's herder
         as ``<target alias>.offset.flush.interval.ms`` (a top-level one is ignored by MM2).
@@ -119,27 +131,80 @@ class CheckpointSettings:
         ValueError names the property and what it accepts.
         """
         pairs = list(props.items()) if isinstance(props, Mapping) else list(props)
-        plain = {k.strip(): v.strip() for k, v in pairs if not k.strip().startswith(flow + ".")}
-        scoped = {k.strip()[len(flow) + 1:]: v.strip() for k, v in pairs if k.strip().startswith(flow + ".")}
+        plain = {k.strip(): (k.strip(), v.strip()) for k, v in pairs if not k.strip().startswith(flow + ".")}
+        scoped = {k.strip()[len(flow) + 1:]: (k.strip(), v.strip()) for k, v in pairs
+                  if k.strip().startswith(flow + ".")}
         values: dict[str, Any] = {}
+        written = dict(self.written)
+        asked = dict(self.asked)
         names = self.names
         other: list[str] = []
+        flush_key = f"{self.names.target_alias}.offset.flush.interval.ms"
         for source in (plain, scoped):
-            for key, raw in source.items():
-                if key in self.PROPERTIES:
-                    attr, kind = self.PROPERTIES[key]
-                    values[attr] = _parse(key, raw, kind)
+            for key, (as_written, raw) in source.items():
+                attr = self.PROPERTIES[key][0] if key in self.PROPERTIES else "flush_interval" if key == flush_key else None
+                if attr is not None:
+                    values[attr] = _parse(key, raw, self.PROPERTIES[key][1] if key in self.PROPERTIES else "ms")
+                    where = (origins or {}).get(as_written)
+                    written[attr] = f"{as_written}={raw}" + (f" ({where})" if where else "")
+                    if raw.lower() in _TRUE:
+                        asked[attr] = written[attr]
                 elif key == "replication.policy.separator":
                     names = replace(names, separator=raw)
                 elif key == "replication.policy.internal.topic.separator.enabled":
                     names = replace(names, internal_separator=_parse(key, raw, "bool"))
                 elif key == "heartbeats.topic.name":
                     names = replace(names, heartbeats=raw)
-                elif key == f"{self.names.target_alias}.offset.flush.interval.ms":
-                    values["flush_interval"] = _parse(key, raw, "ms")
                 elif source is plain:
                     other.append(key)
-        return replace(self, names=names, **values), other
+        return replace(self, names=names, written=written, asked=asked, **values), other
+
+    def quote(self, attr: str) -> str:
+        """The setting behind ``attr`` as it is in effect: ``KEY=VALUE (where it came from)``,
+        or the default's key and value with :attr:`defaults_from`."""
+        if attr in self.written:
+            return self.written[attr]
+        key = next((k for k, (a, _) in self.PROPERTIES.items() if a == attr),
+                   f"{self.names.target_alias}.offset.flush.interval.ms" if attr == "flush_interval" else attr)
+        value = getattr(self, attr)
+        if isinstance(value, bool):
+            text = str(value).lower()
+        elif attr == "flush_interval":
+            text = f"{value * 1000:g}"
+        elif isinstance(value, tuple):
+            text = ",".join(value)
+        else:
+            text = f"{value:g}" if isinstance(value, float) else str(value)
+        return f"{key}={text} ({self.defaults_from})"
+
+    def no_checkpoints(self) -> str | None:
+        """Why this replicator writes no checkpoints at all (None: it does): the setting in
+        effect.  MM2 runs no checkpoint connector without offset syncs (3.9+, KIP-1031)."""
+        if not self.emit_offset_syncs:
+            return (f"{self.quote('emit_offset_syncs')}: MirrorMaker 2 runs no checkpoint connector without offset "
+                    "syncs, so it writes no checkpoints")
+        if not self.emit_checkpoints:
+            return f"{self.quote('emit_checkpoints')}: the replicator writes no checkpoints"
+        return None
+
+    def no_group_sync(self) -> str | None:
+        """Why this replicator commits no group offsets on the target (None: it does).  MM2's
+        checkpoint task syncs them: no checkpoints, no group offset sync."""
+        if not self.sync_group_offsets:
+            return f"{self.quote('sync_group_offsets')}: the replicator commits no group offsets on the target"
+        why = self.no_checkpoints()
+        return f"{why}, and MirrorMaker 2's checkpoint task is what syncs group offsets" if why else None
+
+    def no_heartbeats(self) -> str | None:
+        """Why this replicator emits no heartbeats (None: it does)."""
+        if not self.emit_heartbeats:
+            return f"{self.quote('emit_heartbeats')}: the replicator emits no heartbeats"
+        return None
+
+    def groups_settings(self) -> str:
+        """The settings behind which groups get checkpoints and synced offsets, and when."""
+        return ", ".join(self.quote(a) for a in ("emit_checkpoints", "checkpoints_interval", "sync_group_offsets",
+                                                 "sync_interval", "groups", "groups_exclude", "emit_offset_syncs"))
 
     def for_aliases(self, source_alias: str, target_alias: str) -> CheckpointSettings:
         """These settings for the flow ``source_alias -> target_alias`` (the names of its
@@ -168,6 +233,7 @@ class CheckpointSettings:
             "emit_heartbeats": self.emit_heartbeats, "heartbeats_interval": self.heartbeats_interval,
             "checkpoints_topic": self.names.checkpoints_topic, "heartbeats_topic": self.names.remote_heartbeats_topic,
             "offset_syncs_topic": self.offset_syncs_topic, "sync_store": self.sync_store,
+            "written": dict(self.written), "defaults_from": self.defaults_from,
         }
 
 
@@ -202,7 +268,8 @@ def _parse(key: str, raw: str, kind: str) -> Any:
 MM2_DEFAULTS = CheckpointSettings()
 #: The reference mirror's defaults: MM2's behaviour at test speed (every second), and
 #: groups = the mirror's topic filter unless ``groups`` is given.
-REFERENCE_DEFAULTS = CheckpointSettings(checkpoints_interval=1.0, sync_interval=1.0, flush_interval=1.0)
+REFERENCE_DEFAULTS = CheckpointSettings(checkpoints_interval=1.0, sync_interval=1.0, flush_interval=1.0,
+                                        defaults_from="the reference mirror's default")
 
 
 # -- offset syncs ------------------------------------------------------------------------------

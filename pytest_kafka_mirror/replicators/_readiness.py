@@ -144,7 +144,7 @@ def await_ready(
     logs: Callable[[], str] = lambda: "",
     status: Callable[[], str] = lambda: "",
     resend: float = 2.0,
-    hint: str = "",
+    hint: str | Callable[[Mapping[str, int]], str] = "",
     during: str = "while its topics were warmed up",
 ) -> dict[str, TopicReadiness]:
     """Block until a warm-up record of every partition of ``topics`` crossed over.
@@ -152,7 +152,8 @@ def await_ready(
     ``topics`` maps source topic -> (target topic, partitions); the source topics must
     exist.  Returns one :class:`TopicReadiness` per topic.  Raises :class:`ReadinessError`
     when ``alive()`` turns false (with ``describe_exit()``) or after ``timeout`` seconds
-    (naming the partitions, with ``status()`` and ``logs()``).
+    (naming the partitions, with ``status()`` and ``logs()``, and ``hint``: a text, or a
+    function of the target topics found (-> partitions) that says what the evidence points at).
     """
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -240,10 +241,11 @@ def _assign_new(consumer: Any, by_target: Mapping[str, TopicReadiness], assigned
 
 
 def _timeout_message(what: str, timeout: float, rounds: Mapping[str, TopicReadiness], targets: Mapping[str, int],
-                     started: int, status: str, logs: str, hint: str) -> str:
+                     started: int, status: str, logs: str, hint: str | Callable[[Mapping[str, int]], str]) -> str:
     sent = sum(r.sent for r in rounds.values())
     lines = [f"timed out after {timeout:g} s waiting for {what} to copy a warm-up record of every partition "
              f"({sent} sent):", *_describe(rounds, targets, started)]
+    hint = hint(targets) if callable(hint) else hint
     if hint:
         lines.append(hint)
     if status:

@@ -56,6 +56,7 @@ from ._checkpoints import MM2_DEFAULTS
 from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
+from .settings import EffectiveSettings
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
@@ -364,6 +365,7 @@ class MirrorMaker2(RunnerReplicator):
         max_record_bytes: int | None = KAFKA_MESSAGE_MAX_BYTES,
         aliases: tuple[str, str] = ("source", "target"),
         topics: str | None = None,
+        origins: Mapping[str, str] | None = None,
     ) -> None:
         if sum(x is not None for x in (home, image, release)) != 1:
             raise ValueError("MirrorMaker2 needs exactly one of home=, image= or release=")
@@ -403,12 +405,16 @@ class MirrorMaker2(RunnerReplicator):
             target_client=client_properties_of(target),
         )
         warn_untranslated("MirrorMaker 2", {"source": source, "target": target})
+        #: where the given properties came from (the others are rendered): failure messages quote it
+        self.origins = {k: v for k, v in (origins or {}).items() if k in dict(self.overrides)}
+        self.settings = EffectiveSettings(self.properties, origins=self.origins, aliases=aliases)
         #: where the copying herder (source -> target) writes its connector and task states
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
             #: what this MM2 does about consumer groups, from its properties (the failover checks read it)
             self.checkpoints = MM2_DEFAULTS.for_aliases(*aliases).with_properties(
-                self.properties, f"{self.source_alias}->{self.target_alias}")[0]
+                self.properties, f"{self.source_alias}->{self.target_alias}",
+                origins={k: self.origins.get(k, self.settings.rendered) for k in self.properties})[0]
         except ValueError as exc:
             raise ReplicatorError(f"MirrorMaker 2: {exc}") from None
         if release is not None and release.version is not None and release.version < (3, 4, 1):
@@ -442,9 +448,10 @@ class MirrorMaker2(RunnerReplicator):
             self.source, self.target, workdir, topic_prefix=self.topic_prefix, image=self.image, release=release,
             overrides=self.overrides, naming=self.naming, startup_timeout=self.startup_timeout,
             heap=heap or self.heap, instance=self.instance, aliases=(self.source_alias, self.target_alias),
-            topics=self.topics,
+            topics=self.topics, origins=self.origins,
         )
         sibling.properties = dict(self.properties)  # e.g. the record size limits: one cluster, one config
+        sibling.settings = self.settings
         sibling.probe_topic = self.probe_topic
         sibling.label = f"{self.label} node {Path(workdir).name}"
         return sibling
@@ -485,6 +492,10 @@ class MirrorMaker2(RunnerReplicator):
         p = self.properties
         ms = p.get(f"{self.target_alias}.offset.flush.interval.ms", p.get("offset.flush.interval.ms", "60000"))
         return int(ms) / 1000
+
+    def effective_settings(self) -> EffectiveSettings:
+        """Its mm2.properties as MM2 applies them to its flow, each with where it came from."""
+        return self.settings
 
     def status(self) -> str:
         """The connectors' and tasks' states from the status topic on the target (one

@@ -49,7 +49,7 @@ from ..verify.report import TOTAL_FIELDS, format_table
 from .storage import FAILOVER, KINDS, VERIFICATION, count_results, kind_of
 
 if TYPE_CHECKING:
-    from ..verify.failover_report import FailoverReport
+    from ..verify.failover import FailoverReport
     from ..verify.report import MirrorReport
 
 __all__ = [
@@ -107,6 +107,13 @@ def _scenario(name: str, unit: str, help: str, *, gateable: bool = True) -> Figu
 def _failover(name: str, unit: str, help: str) -> Figure:
     # Every failover figure is worse when higher: records lost or re-read, staleness, lag.
     return Figure(name, unit, higher_is_worse=True, gateable=True, help=help, kind=FAILOVER)
+
+
+def _checked(name: str, unit: str, help: str) -> Figure:
+    # What a failover check checked: a gated run that checked less than its baseline fails
+    # (CHECKED: whatever the regression checks say), so that a replicator that stopped
+    # checkpointing cannot pass by leaving nothing to compare.
+    return Figure(name, unit, higher_is_worse=False, gateable=True, help=help, kind=FAILOVER)
 
 
 FIGURES: dict[str, Figure] = {
@@ -182,9 +189,17 @@ FIGURES: dict[str, Figure] = {
         _failover("checkpoint_delay_max_s", "s", "longest wait from a commit to the first checkpoint reflecting it"),
         _failover("heartbeat_lag_ms", "ms", "age of the newest replicated heartbeat at failover"),
         _failover("heartbeat_max_gap_ms", "ms", "longest gap between two replicated heartbeats"),
+        _checked("failover_groups_checked", "groups", "witness groups whose translated offsets were checked"),
+        _checked("failover_translations_checked", "translations", "group partitions checked, each way of "
+                 "translating (checkpoint, synced offset) counted"),
+        _checked("failover_heartbeats_checked", "topics", "replicated heartbeats topics judged (1: heartbeats "
+                 "arrived and were checked)"),
     )
 }
 GATEABLE = tuple(name for name, f in FIGURES.items() if f.gateable)
+#: What a check checked: whenever a comparison gates (any regression check), fewer than the
+#: baseline is a regression of its own.
+CHECKED = ("failover_groups_checked", "failover_translations_checked", "failover_heartbeats_checked")
 #: Figures the comparison shows for a result when no check names any of its kind's.
 DEFAULT_SHOWN = {
     VERIFICATION: ("missing", "duplicated", "reordered", "latency_p50", "latency_p99", "latency_p999", "rate"),
@@ -338,13 +353,14 @@ SUMMARY_LEGEND = (
 )
 #: Columns of the session's table of failover checks, and what they mean.
 FAILOVER_SUMMARY_COLUMNS = ("test", "groups/translations", "skipped", "rereads max", "untranslated", "beyond end",
-                            "rewinds", "checkpoint delay", "heartbeat lag")
+                            "rewinds", "checkpoint delay", "heartbeat lag", "not checked")
 FAILOVER_SUMMARY_LEGEND = (
     "skipped: records a group had not consumed and never reads after failing over; rereads max: most records "
     "one group re-reads on one partition; untranslated: group partitions without a translation (in "
     "parentheses: those MM2's offset syncs could not translate); beyond end: furthest translation past the "
     "end of the log; rewinds: checkpoints that went back; checkpoint delay: longest commit -> first "
-    "checkpoint; heartbeat lag: newest replicated heartbeat's age at failover"
+    "checkpoint; heartbeat lag: newest replicated heartbeat's age at failover; not checked: parts left out on "
+    "purpose, and (FAILED) parts the replicator gave nothing to check"
 )
 
 
@@ -374,9 +390,11 @@ def failover_summary_row(key: str, values: Mapping[str, Value], report: Mapping[
     names = {"skipped": "failover_skipped", "rereads max": "failover_rereads_max",
              "beyond end": "failover_beyond_end_max", "rewinds": "failover_rewinds",
              "checkpoint delay": "checkpoint_delay_max_s", "heartbeat lag": "heartbeat_lag_ms"}
-    return {"test": key, "groups/translations": f"{len({e.get('group') for e in entries})} / {len(entries)}",
-            "untranslated": untranslated,
-            **{column: format_figure(name, values.get(name)) for column, name in names.items()}}
+    checked = f"{len({e.get('group') for e in entries})} / {len(entries)}" if entries else "none (FAILED)"
+    not_checked = [f"{part} (FAILED)" for part in report.get("not_run") or {}] + list(report.get("left_out") or {})
+    return {"test": key, "groups/translations": checked, "untranslated": untranslated,
+            **{column: format_figure(name, values.get(name)) for column, name in names.items()},
+            "not checked": ", ".join(not_checked)}
 
 
 # -- comparing two sessions ------------------------------------------------------------------
@@ -442,8 +460,11 @@ def compare_runs(
     comparison.only_baseline = [key for key in base_results if key not in cur_results]
     comparison.only_current = [key for key in cur_results if key not in base_results]
     for key, kind in zip(comparison.compared, comparison.compared_kinds, strict=True):
-        _compare_result(comparison, key, base_results[key].get("figures", {}), cur_results[key].get("figures", {}),
+        base_figures, cur_figures = base_results[key].get("figures", {}), cur_results[key].get("figures", {})
+        _compare_result(comparison, key, base_figures, cur_figures,
                         [c for c in checks if FIGURES[c.figure].kind == kind], DEFAULT_SHOWN[kind])
+        if checks:
+            _checked_less(comparison, key, base_figures, cur_figures)
     for kind in KINDS:
         _gated_nothing(comparison, kind, [kind_of(r) for r in cur_results.values()].count(kind))
     return comparison
@@ -475,6 +496,25 @@ def _compare_result(comparison: Comparison, key: str, base_figures: Mapping[str,
             "change": _format_change(name, b, c),
             "check": ", ".join(verdicts),
         })
+
+
+def _checked_less(comparison: Comparison, key: str, base_figures: Mapping[str, Value],
+                  cur_figures: Mapping[str, Value]) -> None:
+    """A gated result that checked less than its baseline (:data:`CHECKED`: groups,
+    translations, heartbeats) is a regression, whatever the regression checks: a replicator
+    that stopped checkpointing must not pass by leaving nothing to compare."""
+    for name in CHECKED:
+        b, c = base_figures.get(name), cur_figures.get(name)
+        if b is None or (c if c is not None else 0) >= b:
+            continue
+        comparison.rows.append({"test": key, "figure": name, "baseline": format_figure(name, b),
+                                "now": format_figure(name, c if c is not None else 0),
+                                "change": _format_change(name, b, c if c is not None else 0),
+                                "check": "checked less: FAILED"})
+        comparison.regressions.append(
+            f"{key}: checked {format_figure(name, c if c is not None else 0)} {FIGURES[name].unit} vs "
+            f"{format_figure(name, b)} in the baseline ({name}: {FIGURES[name].help}): a gated run that checks less "
+            "than its baseline fails (its failover report's not_run says why)")
 
 
 def _gated_nothing(comparison: Comparison, kind: str, current: int) -> None:

@@ -408,8 +408,10 @@ class MirrorReport:
     discovery: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: what the replicator said about itself when records were missing (``run.py``):
     #: ``spec``, ``health`` (it exited, a FAILED task: '' when healthy) and ``status``
-    #: (MirrorMaker 2: its connectors and tasks); {} when nothing was missing
-    replicator: dict[str, str] = field(default_factory=dict)
+    #: (MirrorMaker 2: its connectors and tasks); and, for a replicator the plugin
+    #: configures, ``settings``: feature -> the settings behind it in effect, quoted by the
+    #: failure of that feature (``replicators/settings.py``)
+    replicator: dict[str, Any] = field(default_factory=dict)
     #: figures the scenario measured itself (``MirrorRun.record_figure``, ``scenario.json``):
     #: name -> ``{"value", "note"}``, e.g. ``upgrade_resume_s``
     scenario: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -841,6 +843,8 @@ class MirrorReport:
                               + (f": seqs {format_ranges(s.duplicate_ranges, s.duplicate_range_count)}"
                                  if s.duplicate_ranges else "")),
         ]
+        lines += self._settings_lines("duplicates", "whether it copies exactly once, and how often it commits its "
+                                      "source position (after a crash it repeats what it copied since)")
         return "\n".join(lines + self._examples("duplicated"))
 
     def _check_phantoms(self) -> str | None:
@@ -858,6 +862,7 @@ class MirrorReport:
             lines.insert(1, f"  {self.aborted_arrived} of them from transactions the source aborted ({self.aborted} "
                             "aborted in all): the replicator read the source read_uncommitted (MirrorMaker 2's "
                             "default; set source.consumer.isolation.level=read_committed)")
+            lines[2:2] = self._settings_lines("transactions", "the isolation level of its source consumer")
         return "\n".join(lines + self._examples("phantom"))
 
     def _check_corruption(self) -> str | None:
@@ -877,6 +882,7 @@ class MirrorReport:
                 f"headers lost: {_plural(self.headers_lost, 'record')} arrived without their km.* headers "
                 f"(the replicator dropped record headers; use the body format, or assert_ok(allow_headers_lost=True))"
             ),
+            *self._settings_lines("headers", "its header converter and transforms"),
             *self._examples("headers_lost"),
         ])
 
@@ -896,7 +902,19 @@ class MirrorReport:
         if self.latency.untimed:
             lines.append(f"  {_plural(self.latency.untimed, 'record')} had no usable produce time (km.t): "
                          f"not in the latency figures")
+        lines += self._settings_lines("headers", "its header converter and transforms")
         return "\n".join(lines + self._examples("metadata_damaged"))
+
+    def _settings_lines(self, feature: str, what: str) -> list[str]:
+        """The settings behind ``feature`` as the replicator applied them (a replicator the
+        plugin configures), or what to check in one it does not; nothing without a replicator."""
+        spec = self.replicator.get("spec")
+        if not spec:
+            return []
+        quoted = (self.replicator.get("settings") or {}).get(feature)
+        if quoted:
+            return [f"  the replicator's settings behind it ({spec}): {quoted}"]
+        return [f"  the plugin does not configure {spec}: check {what}"]
 
     def _check_foreign(self) -> str | None:
         if self.foreign == 0:

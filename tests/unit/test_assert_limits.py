@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from pytest_kafka_mirror.verify.failover_report import FailoverReport
+from pytest_kafka_mirror.verify.failover import FailoverReport
 from pytest_kafka_mirror.verify.report import LatencyStats, MirrorMismatchError, MirrorReport
 
 

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from pytest_kafka_mirror.report.compare import (
+    CHECKED,
     DEFAULT_SHOWN,
     FIGURES,
     GATEABLE,
@@ -56,7 +57,8 @@ def test_parse_compare_fail(text: str, figure: str, threshold: float, relative: 
         ("p99:10%", r"'p99' is not a figure; accepted figures: missing, lost, unseen, duplicated"),
         ("expected:0", r"'expected' is a size of the run, not a figure that can regress"),
         ("failover_reread_max:0", r"'failover_reread_max' is not a figure; accepted figures: .*, failover_skipped, "
-                                  r"failover_rereads_max, .*, heartbeat_max_gap_ms$"),
+                                  r"failover_rereads_max, .*, heartbeat_max_gap_ms, failover_groups_checked, "
+                                  r"failover_translations_checked, failover_heartbeats_checked$"),
     ],
 )
 def test_parse_compare_fail_rejects_with_the_accepted_forms(text: str, message: str) -> None:
@@ -110,14 +112,16 @@ def test_figures_of_a_failover_check() -> None:
     assert f == {"failover_skipped": 2, "failover_rereads_max": 7, "failover_beyond_end_max": 0, "failover_rewinds": 0,
                  "failover_untranslated": 1, "failover_untranslatable": 1, "failover_coarser_than_syncs": 0,
                  "checkpoint_records_behind_max": 100, "checkpoint_seconds_behind_max": 0.0,
-                 "checkpoint_delay_max_s": 3.25, "heartbeat_lag_ms": 850, "heartbeat_max_gap_ms": 1000}
+                 "checkpoint_delay_max_s": 3.25, "heartbeat_lag_ms": 850, "heartbeat_max_gap_ms": 1000,
+                 "failover_groups_checked": 1, "failover_translations_checked": 4, "failover_heartbeats_checked": 1}
 
 
 def test_every_figure_is_of_one_kind_and_every_failover_figure_is_gated_upwards() -> None:
     assert set(figure_names(VERIFICATION)) | set(figure_names(FAILOVER)) == set(FIGURES)
     assert not set(figure_names(VERIFICATION)) & set(figure_names(FAILOVER))
     for name in figure_names(FAILOVER):
-        assert FIGURES[name].gateable and FIGURES[name].higher_is_worse and name in GATEABLE
+        # worse when higher, but what a check checked: worse when lower (and a gate always holds it)
+        assert FIGURES[name].gateable and FIGURES[name].higher_is_worse is (name not in CHECKED) and name in GATEABLE
     for kind, shown in DEFAULT_SHOWN.items():
         assert set(shown) <= set(figure_names(kind))
     # every figure a failover report gives is a figure of the comparison
@@ -267,6 +271,28 @@ def test_a_failover_figure_not_measured_now_is_a_regression() -> None:
         f"{FO}#failover: heartbeat_lag_ms has no value in this run (not measured: see the report's not_run) vs "
         "850 ms in the baseline; heartbeat_lag_ms:50% allows no such regression"
     ]
+
+
+def test_a_gated_run_that_checked_less_than_its_baseline_fails_whatever_the_checks() -> None:
+    # MM2 stopped checkpointing: no translation checked now, 4 (one group, 2 partitions, both ways) before
+    baseline = sample_run(sample_failover_result(FO, sample_failover_report()))
+    nothing = sample_failover_report()
+    nothing.entries, nothing.not_run = [], {"checkpoints": "emit.checkpoints.enabled=false (--opt)"}
+    current = sample_run(sample_failover_result(FO, nothing))
+    comparison = compare_runs(baseline, current, [parse_compare_fail("missing:0")])
+    assert comparison.regressions == [
+        f"{FO}#failover: checked 0 groups vs 1 in the baseline (failover_groups_checked: witness groups whose "
+        "translated offsets were checked): a gated run that checks less than its baseline fails (its failover "
+        "report's not_run says why)",
+        f"{FO}#failover: checked 0 translations vs 4 in the baseline (failover_translations_checked: group partitions "
+        "checked, each way of translating (checkpoint, synced offset) counted): a gated run that checks less than "
+        "its baseline fails (its failover report's not_run says why)",
+    ]
+    assert "checked less: FAILED" in comparison.render()
+    # shown, not gated: a comparison without checks fails nothing
+    assert not compare_runs(baseline, current).failed
+    # the same run checked again: nothing less
+    assert not compare_runs(baseline, baseline, [parse_compare_fail("missing:0")]).failed
 
 
 def test_a_failover_gate_that_compared_no_failover_check_fails() -> None:

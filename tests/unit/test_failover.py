@@ -52,8 +52,10 @@ def _sync(up: int, down: int, *, at: float = T0 - 1, seq: int = 0, p: int = 0) -
 
 def _state(cps: list[SeenCheckpoint], synced: dict[tuple[str, int], int] | None = None,
            heartbeats: list[int] | None = None, syncs: list[SeenSync] | None = None) -> TargetState:
-    """``syncs``: the offset-syncs topic (default: read, and empty)."""
-    return TargetState(checkpoints=cps, synced={"g-w": synced or {}}, heartbeats=heartbeats or [],
+    """``syncs``: the offset-syncs topic (default: read, and empty); ``heartbeats``: their
+    timestamps (default: one, a second before the failover)."""
+    return TargetState(checkpoints=cps, synced={"g-w": synced or {}},
+                       heartbeats=[int((T0 + 9) * 1000)] if heartbeats is None else heartbeats,
                        heartbeats_topic_exists=True, checkpoints_topic_exists=True, read_at=T0 + 10,
                        syncs=syncs if syncs is not None else [])
 
@@ -177,13 +179,14 @@ def test_heartbeat_lag_gap_and_checks_that_could_not_run() -> None:
     settings = replace(SYNC, sync_group_offsets=False)
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)], heartbeats=stamps), settings=settings)
     assert r.heartbeats["lag_ms"] == 500 and r.heartbeats["max_gap_ms"] == 4000 and r.heartbeats["count"] == 6
-    assert "synced offsets" in r.not_run and [e.via for e in r.entries] == ["checkpoint"]
+    assert "synced offsets" in r.left_out and [e.via for e in r.entries] == ["checkpoint"]
     r.assert_heartbeats(max_lag_ms=500)
     with pytest.raises(MirrorMismatchError, match="heartbeats stopped for 4000 ms \\(limit 2000 ms\\)"):
         r.assert_heartbeats(max_lag_ms=1000, max_gap_ms=2000)
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]),
               settings=replace(settings, emit_heartbeats=False))
-    with pytest.raises(MirrorMismatchError, match="heartbeat lag could not be measured: the replicator emits no"):
+    with pytest.raises(MirrorMismatchError, match="no replicated heartbeats to check: emit.heartbeats.enabled=false "
+                                                  ".*: the replicator emits no heartbeats"):
         r.assert_heartbeats(max_lag_ms=1)
 
 
@@ -358,10 +361,10 @@ def test_without_the_offset_syncs_the_check_is_not_run_and_says_why() -> None:
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, state)
     assert r.not_run["offset syncs"] == state.syncs_note and r.entry("w", "t", 0).offset_syncs is None
     assert r.figures()["failover_coarser_than_syncs"] is None
-    r.assert_ok()  # listed in not_run, as the other checks that cannot run
-    with pytest.raises(MirrorMismatchError, match="offset syncs could not be checked: no offset-syncs topic"):
+    r.assert_ok()  # listed in not_run: required only where the test asks for the syncs check
+    with pytest.raises(MirrorMismatchError, match="could not be checked against the offset syncs: no offset-syncs topic"):
         r.assert_as_syncs_allow()
-    with pytest.raises(MirrorMismatchError, match="offset syncs could not be checked"):
+    with pytest.raises(MirrorMismatchError, match="could not be checked against the offset syncs"):
         r.assert_ok(as_syncs_allow=True)
 
 
@@ -377,3 +380,89 @@ def test_steady_state_syncs_as_the_reference_mirror_wrote_them() -> None:
         e = r.entry("w", "t", 0)
         assert (e.sync_best, e.sync_kept, e.sync_floor, e.sync_verdict) == (248, 203, 203, verdict), down
         assert e.rereads == 300 - down
+
+
+# -- no check passes on nothing -------------------------------------------------------------
+
+#: the settings of a replicator whose properties turned checkpoints off, as the plugin quotes them
+NO_CHECKPOINTS = SYNC.with_properties({"source->target.emit.checkpoints.enabled": "false"},
+                                      origins={"source->target.emit.checkpoints.enabled": "--opt"})[0]
+
+
+def test_no_checkpoints_is_a_failure_naming_the_setting_and_what_a_consumer_would_do() -> None:
+    # the group consumed 60 of 100 records on partition 0: with latest it would skip the 40 it
+    # had not consumed, with earliest re-read the 60 it had
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([]), settings=NO_CHECKPOINTS)
+    assert r.entries == [] and set(r.not_run) >= {"checkpoints"} and "synced offsets" in r.left_out
+    assert r.fallback == {"partitions": 1, "skipped_latest": 40, "rereads_earliest": 60}
+    assert r.figures()["failover_groups_checked"] == 0 and r.figures()["failover_translations_checked"] == 0
+    for check in (r.assert_ok, r.assert_no_loss, r.assert_translated, r.assert_monotonic):
+        with pytest.raises(MirrorMismatchError, match=(
+                r"nothing to fail over with \(checkpoints\): source->target.emit.checkpoints.enabled=false \(--opt\): "
+                r"the replicator writes no checkpoints\n.*falls back to auto.offset.reset.*skip 40 records.*"
+                r"re-read 60")):
+            check()
+    with pytest.raises(MirrorMismatchError, match="no failover entry .* via checkpoint: the checkpoints were not "
+                                                  "checked: source->target.emit.checkpoints.enabled=false"):
+        r.entry("w", "t", 0)
+
+
+def test_no_offset_syncs_means_no_checkpoints_and_says_so() -> None:
+    settings = SYNC.with_properties({"emit.offset-syncs.enabled": "false"})[0]
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([]), settings=settings)
+    with pytest.raises(MirrorMismatchError, match="emit.offset-syncs.enabled=false: MirrorMaker 2 runs no checkpoint "
+                                                  "connector without offset syncs"):
+        r.assert_ok()
+
+
+def test_synced_offsets_asked_for_and_off_fail_not_asked_for_are_not_checked() -> None:
+    # the test's marker asked (top level), the user's flow key turned it off: MM2's flow key wins
+    asked = REFERENCE_DEFAULTS.with_properties(
+        [("sync.group.offsets.enabled", "true"), ("source->target.sync.group.offsets.enabled", "false")],
+        origins={"sync.group.offsets.enabled": "the test's marker",
+                 "source->target.sync.group.offsets.enabled": "--kafka-mirror-replicator-properties"})[0]
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]), settings=asked)
+    assert [e.via for e in r.entries] == ["checkpoint"]
+    with pytest.raises(MirrorMismatchError, match=r"nothing to fail over with \(synced offsets\): source->target.sync"
+                                                  r".group.offsets.enabled=false \(--kafka-mirror-replicator-properties\)"):
+        r.assert_ok()
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]), settings=REFERENCE_DEFAULTS)
+    r.assert_ok()
+    assert "sync.group.offsets.enabled=false (the reference mirror's default)" in r.left_out["synced offsets"]
+
+
+def test_a_part_left_out_on_purpose_is_not_checked_and_says_why() -> None:
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)], synced={("t", 0): 60}, heartbeats=[]),
+              leave_out={"heartbeats": "left out by --kafka-mirror-leave-out"})
+    r.assert_ok()
+    r.assert_heartbeats(max_lag_ms=1)  # left out: not checked
+    assert r.left_out == {"heartbeats": "left out by --kafka-mirror-leave-out"}
+    assert r.figures()["failover_heartbeats_checked"] == 0 and r.figures()["failover_translations_checked"] == 2
+    assert "not checked: heartbeats: left out by --kafka-mirror-leave-out" in r.summary()
+
+
+def test_no_heartbeat_during_the_run_fails_naming_the_interval() -> None:
+    settings = SYNC.with_properties({"emit.heartbeats.interval.seconds": "600"}, origins={
+        "emit.heartbeats.interval.seconds": "the test's marker"})[0]
+    before = [int((T0 - 30) * 1000)]  # one heartbeat, before production started
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)], synced={("t", 0): 60}, heartbeats=before),
+              settings=settings, since=T0)
+    assert r.figures()["failover_heartbeats_checked"] == 0
+    with pytest.raises(MirrorMismatchError, match=r"no replicated heartbeat arrived in source.heartbeats between the "
+                                                  r"start of production and the failover \(10.0 s\); "
+                                                  r"emit.heartbeats.interval.seconds=600 \(the test's marker\)"):
+        r.assert_ok()
+
+
+def test_a_check_that_saw_no_group_fails() -> None:
+    r = _eval(_log([]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]))
+    with pytest.raises(MirrorMismatchError, match="nothing was checked: 0 groups, 0 translations"):
+        r.assert_ok()
+
+
+def test_no_checkpoint_of_a_group_the_filter_leaves_out_names_the_filter() -> None:
+    settings = SYNC.with_properties({"groups.exclude": "g-.*"}, origins={"groups.exclude": "--opt"})[0]
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([]), settings=settings)
+    with pytest.raises(MirrorMismatchError, match=r"no translation: 2 group partitions.*\n  why: the group filter leaves "
+                                                  r"out the witness groups g-w \(groups=.*groups.exclude=g-.\* \(--opt\)\)"):
+        r.assert_ok()

@@ -14,6 +14,7 @@ from tests.stored import sample_failover_report, sample_failover_result, sample_
 
 FO = "scenarios/test_failover.py::test_after_restart[sigterm]"
 LOW = "scenarios/test_failover.py::test_low_throughput_partition"
+OFF = "scenarios/test_failover.py::test_with_checkpoints_off"
 
 
 class _Terminal:
@@ -49,10 +50,16 @@ def test_golden_summary_of_verified_runs_and_failover_checks(tmp_path: Path) -> 
              sample_result(FO, sample_report(duplicated=2)),
              sample_failover_result(FO, sample_failover_report(rereads=297, skipped=3, untranslatable=1,
                                                                delay_s=2.25, heartbeat_lag_ms=None)))
-    assert [r.key for r in reporting.sorted_results()] == [FO, f"{FO}#failover", f"{FO}#failover#1", f"{LOW}#failover"]
+    # a replicator that wrote no checkpoints, in a session that leaves out the synced offsets
+    _deliver(reporting, sample_failover_result(OFF, sample_failover_report(
+        not_run={"checkpoints": "emit.checkpoints.enabled=false (--kafka-mirror-replicator-properties)"},
+        left_out={"synced offsets": "left out by --kafka-mirror-leave-out"})))
+    assert [r.key for r in reporting.sorted_results()] == [FO, f"{FO}#failover", f"{FO}#failover#1", f"{LOW}#failover",
+                                                           f"{OFF}#failover"]
     tr = _Terminal()
     reporting.pytest_terminal_summary(tr)
-    assert tr.lines[0] == "=== kafka-mirror: 1 verified run and 3 failover checks ==="
+    assert tr.lines[0] == "=== kafka-mirror: 1 verified run and 4 failover checks ==="
+    assert "none (FAILED)" in tr.lines[-2] and "checkpoints (FAILED), synced offsets" in tr.lines[-2]
     assert_golden("summary.txt", "\n".join(tr.lines) + "\n")
 
 
@@ -65,7 +72,7 @@ def test_a_session_of_failover_checks_only(tmp_path: Path) -> None:
     assert lines[:3] == [
         "=== kafka-mirror: 1 failover check ===",
         "    test                                                                groups/translations  skipped  "
-        "rereads max  untranslated  beyond end  rewinds  checkpoint delay  heartbeat lag",
+        "rereads max  untranslated  beyond end  rewinds  checkpoint delay  heartbeat lag  not checked",
         f"    {LOW}#failover  1 / 4                0        0            2 (2)         0           0        "
         "1.50 s            850 ms",
     ]
@@ -92,7 +99,7 @@ class FakeRun:
     def __init__(self, rereads):
         self.rereads = rereads
 
-    def failover(self, settings, *, wait, reset, emitter):
+    def failover(self, settings, *, wait, reset, emitter, leave_out=None):
         return sample_failover_report(rereads=self.rereads)
 """
 FAILOVER_TESTS = """

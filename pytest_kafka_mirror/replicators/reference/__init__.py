@@ -17,18 +17,33 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ...processes.managed import ManagedProcess, wait_until
 from ...rundir import write_json_atomic
 from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
 from ..base import NamingPolicy, ReplicatorError
+from ..settings import MM2_PROPERTY_DEFAULTS, EffectiveSettings
 from .behaviour import Behaviour
 from .knobs import FaultLedger, Knobs
 from .policy import AliasPolicy, policy_kind
 
 __all__ = ["Behaviour", "ReferenceReplicator"]
+
+#: The MM2 settings the reference mirror implements, with its defaults (MM2's, at test speed
+#: where it has its own); the others are not settings of it.
+REFERENCE_PROPERTY_DEFAULTS = {
+    **{k: v for k, v in MM2_PROPERTY_DEFAULTS.items() if k in (
+        "topics", "groups", "groups.exclude", "refresh.topics.interval.seconds", "sync.topic.configs.enabled",
+        "sync.topic.configs.interval.seconds", "config.properties.exclude", "use.defaults.from",
+        "emit.checkpoints.enabled", "sync.group.offsets.enabled", "emit.heartbeats.enabled",
+        "emit.heartbeats.interval.seconds", "emit.offset-syncs.enabled", "offset.lag.max", "offset-syncs.topic.location",
+        "replication.policy.class", "replication.policy.separator", "{source}.consumer.isolation.level",
+        "{source}.consumer.auto.offset.reset")},
+    "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.interval.seconds": "1",
+    "{target}.offset.flush.interval.ms": "1000",
+}
 
 FAULTS_FILE = "faults.json"
 LEDGER_FILE = "fault-ledger.json"
@@ -96,6 +111,7 @@ class ReferenceReplicator:
         control_timeout: float = 15.0,
         properties: Sequence[tuple[str, str]] = (),
         aliases: tuple[str, str] = ("source", "target"),
+        origins: Mapping[str, str] | None = None,
     ) -> None:
         self.spec = "reference"
         self.source_bootstrap = source_bootstrap
@@ -115,10 +131,23 @@ class ReferenceReplicator:
         self.control_timeout = control_timeout
         self._generation = 0
         self.properties = tuple(properties)
+        #: its MM2-style properties as it applies them, each with where it came from
+        flow = f"{aliases[0]}->{aliases[1]}"
+        # its topic filter is searched from the start (^PREFIX-), MM2's matched in full: quoted as MM2 reads it
+        knobs = {f"{flow}.topics": topics if topics.endswith(".*") else topics + ".*",
+                 f"{flow}.refresh.topics.interval.seconds": f"{self.behaviour.discovery_interval:g}"}
+        self.settings = EffectiveSettings({**dict(self.properties), **knobs},
+                                          origins={**dict(origins or {}), **dict.fromkeys(
+                                              knobs, "the reference mirror's topics and discovery_interval knobs")},
+                                          aliases=aliases,
+                                          defaults=REFERENCE_PROPERTY_DEFAULTS,
+                                          defaults_from="the reference mirror's default", rendered="set by the plugin",
+                                          name="reference mirror", only_defaults=True)
         try:
             #: what it does about consumer groups (the failover checks read it)
             self.checkpoints: CheckpointSettings = REFERENCE_DEFAULTS.for_aliases(*aliases).with_properties(
-                self.properties, f"{aliases[0]}->{aliases[1]}")[0]
+                self.properties, f"{aliases[0]}->{aliases[1]}",
+                origins={k: self.settings.lookup(k)[2] for k, _ in self.properties})[0]
         except ValueError as exc:
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
@@ -253,6 +282,10 @@ class ReferenceReplicator:
     def rebalances_on_new_topics(self) -> bool:
         """Whether a new topic delays or pauses copying (its behaviour knobs): provision ahead."""
         return self.behaviour.rebalances_on_new_topics
+
+    def effective_settings(self) -> EffectiveSettings:
+        """Its MM2-style properties as it applies them, each with where it came from."""
+        return self.settings
 
     def status(self) -> str:
         """What the mirror says about itself (its last status line), for timeout errors."""

@@ -52,22 +52,31 @@ untranslated partition shows as skipped records (latest) or re-reads (earliest),
 :meth:`FailoverReport.assert_translated` names it.  An empty partition needs no
 translation (MM2 writes no checkpoint for it).
 
-Checks that cannot run (checkpoints or group offset sync disabled, no heartbeats topic)
-are listed in :attr:`FailoverReport.not_run` with the reason, never silently passed.
+No check passes on nothing.  A part that cannot run although it should (the replicator
+writes no checkpoints, does not sync the group offsets a test asked for, emits no
+heartbeats, whatever the reason, its own settings included) is in
+:attr:`FailoverReport.not_run` with the setting in effect
+(``source->target.emit.checkpoints.enabled=false (--kafka-mirror-replicator-properties)``)
+and what a consumer failing over would do instead, and ``assert_ok`` fails; so does a check
+that saw no group at all.  A part is left out only on purpose (the test's marker
+``leave_out``, the option ``--kafka-mirror-leave-out``, or synced offsets nobody asked for):
+:attr:`FailoverReport.left_out`, and the summary says "not checked".
 
 The check is in parts: :mod:`.target` (what the target holds: checkpoints, committed
 offsets, heartbeats), :mod:`.captured` (what the capture saw per partition), :mod:`.syncs`
-(offset syncs and MM2's sync store), :mod:`.report` (entries and report with the syncs as
-evidence) and :mod:`.check` (:func:`check_failover`, :func:`evaluate`).
+(offset syncs and MM2's sync store), :mod:`.entry` (one group partition's translation,
+with the syncs as evidence), :mod:`.report` (the report and its assertions) and
+:mod:`.check` (:func:`check_failover`, :func:`evaluate`).
 """
 
 from __future__ import annotations
 
 from .check import check_failover, evaluate
-from .report import FailoverEntry, FailoverReport
+from .entry import FailoverEntry
+from .report import PARTS, FailoverReport
 from .syncs import SYNC_READ_LAG_S, SeenSync, SyncEvidence, SyncHistory, read_offset_syncs
 from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetReader, TargetState
 
-__all__ = ["FAILOVER_FILE", "RESETS", "SYNC_READ_LAG_S", "FailoverEntry", "FailoverError", "FailoverReport",
+__all__ = ["FAILOVER_FILE", "PARTS", "RESETS", "SYNC_READ_LAG_S", "FailoverEntry", "FailoverError", "FailoverReport",
            "SeenCheckpoint", "SeenSync", "SyncEvidence", "SyncHistory", "TargetReader", "TargetState",
            "check_failover", "evaluate", "read_offset_syncs"]

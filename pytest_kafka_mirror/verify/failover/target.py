@@ -20,8 +20,6 @@ class FailoverError(RuntimeError):
     """The failover check cannot run (no witnesses, no capture, a cluster that does not answer)."""
 
 
-
-
 @dataclass(frozen=True)
 class SeenCheckpoint:
     """A checkpoint as read from the checkpoints topic (``seq``: its offset there)."""
@@ -73,7 +71,7 @@ class TargetReader:
     def _assign(self) -> None:
         from confluent_kafka import TopicPartition
 
-        wanted = {self.settings.names.checkpoints_topic} if self.settings.emit_checkpoints else set()
+        wanted = {self.settings.names.checkpoints_topic} if self.settings.no_checkpoints() is None else set()
         if self.settings.emit_heartbeats:
             wanted.add(self.settings.names.remote_heartbeats_topic)
         missing = wanted - self.assigned
@@ -125,7 +123,7 @@ class TargetReader:
                     continue  # not an MM2 record: nothing a failing-over consumer could use either
             if all(self.eof.values()) and time.monotonic() - quiet_since >= 0.2:
                 break
-        if self.settings.emit_checkpoints and self.settings.sync_group_offsets:
+        if self.settings.no_group_sync() is None:
             self.state.synced = {g: self.committed(g) for g in self.groups}
         self.state.read_at = time.time()
         return self.state
