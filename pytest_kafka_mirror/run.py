@@ -462,7 +462,8 @@ class MirrorRun:
             source_bootstrap or self.source_bootstrap, self.target_bootstrap,
             {t: (self.topics[t], self.partitions[t]) for t in topics}, timeout=self.topic_timeout,
             created_us={t: topic_created_us(t) for t in topics}, **replicator_hooks(replicator or self.replicator),
-            hint=lambda found: readiness_hint(replicator or self.replicator, {t: self.topics[t] for t in topics}, found),
+            hint=lambda found: readiness_hint(replicator or self.replicator, {t: self.topics[t] for t in topics},
+                                              found),
         )
         with self._lock:
             self.readiness.extend(rounds.values())

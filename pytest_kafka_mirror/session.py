@@ -197,7 +197,8 @@ class KafkaMirrorSession:
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
             properties=s.replicator_properties + tuple(extra_properties),
             origins=tuple((k, s.sources.get("replicator-properties") or "--kafka-mirror-replicator-properties")
-                          for k, _ in s.replicator_properties) + tuple((k, "the test's marker") for k, _ in extra_properties),
+                          for k, _ in s.replicator_properties)
+            + tuple((k, "the test's marker") for k, _ in extra_properties),
             kafka_home=s.kafka_home,
             kafka_cache=s.kafka_cache,
             warmup_topic=WARMUP_TOPIC,

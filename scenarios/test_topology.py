@@ -46,7 +46,8 @@ def test_new_topic_discovered_mid_run(mirror_topics, mirror_producer, mirror_ver
     report.assert_ok()
     discovery = report.discovery_seconds(new)
     assert discovery is not None and discovery <= DISCOVERY_S, (
-        f"discovery of {new} took {discovery} s (limit {DISCOVERY_S} s): {explain(mirror_faults.replicator, 'discovery')}")
+        f"discovery of {new} took {discovery} s (limit {DISCOVERY_S} s): "
+        f"{explain(mirror_faults.replicator, 'discovery')}")
 
 
 def test_partition_growth_mid_run(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):

@@ -26,6 +26,17 @@ if TYPE_CHECKING:
 
     from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``nightly`` tests run only when asked: ``-m nightly`` (any ``-m`` naming it) or
+    ``KAFKA_MIRROR_NIGHTLY=1``; otherwise skipped, saying how to run them."""
+    if "nightly" in (config.option.markexpr or "") or os.environ.get("KAFKA_MIRROR_NIGHTLY") == "1":
+        return
+    skip = pytest.mark.skip(reason="nightly (slow): python -m pytest tests -m nightly runs it")
+    for item in items:
+        if item.get_closest_marker("nightly") is not None:
+            item.add_marker(skip)
+
+
 #: Set in the environment of every pytester subprocess so its descendants can be found.
 TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
 

@@ -14,6 +14,8 @@ release did: the comparison needs its figures), but a baseline session that did 
 (a usage error, no tests, an interruption) stops the gate.  Without ``--compare-fail`` the
 checks are :data:`DEFAULT_CHECKS`: the figures that must not get worse whatever the
 timing of a run (loss, failover loss, translations past the end of the log, rewinds);
+a candidate whose failover checks checked less than the baseline's (groups, translations,
+heartbeats) fails whatever the checks (``report/compare.py``'s ``CHECKED``);
 latency, rates and re-reads move between two runs of the same release on a busy machine,
 so gate on them by choice (e.g. ``--compare-fail failover_rereads_max:0`` to see a change of
 offset translation, as MirrorMaker 2's 3.5 brought with KAFKA-12468).

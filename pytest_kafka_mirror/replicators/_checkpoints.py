@@ -142,9 +142,9 @@ class CheckpointSettings:
         flush_key = f"{self.names.target_alias}.offset.flush.interval.ms"
         for source in (plain, scoped):
             for key, (as_written, raw) in source.items():
-                attr = self.PROPERTIES[key][0] if key in self.PROPERTIES else "flush_interval" if key == flush_key else None
+                attr, kind = self.PROPERTIES.get(key) or (("flush_interval", "ms") if key == flush_key else (None, ""))
                 if attr is not None:
-                    values[attr] = _parse(key, raw, self.PROPERTIES[key][1] if key in self.PROPERTIES else "ms")
+                    values[attr] = _parse(key, raw, kind)
                     where = (origins or {}).get(as_written)
                     written[attr] = f"{as_written}={raw}" + (f" ({where})" if where else "")
                     if raw.lower() in _TRUE:

@@ -37,8 +37,9 @@ MM2_PROPERTY_DEFAULTS: dict[str, str] = {
     "refresh.groups.interval.seconds": "600",
     "sync.topic.configs.enabled": "true",
     "sync.topic.configs.interval.seconds": "600",
-    "config.properties.exclude": ("follower\\.replication\\.throttled\\.replicas, leader\\.replication\\.throttled"
-                                  "\\.replicas, message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, "
+    "config.properties.exclude": ("follower\\.replication\\.throttled\\.replicas, "
+                                  "leader\\.replication\\.throttled\\.replicas, "
+                                  "message\\.timestamp\\.difference\\.max\\.ms, message\\.timestamp\\.type, "
                                   "unclean\\.leader\\.election\\.enable, min\\.insync\\.replicas"),
     "use.defaults.from": "target",
     "emit.checkpoints.enabled": "true",
@@ -207,7 +208,8 @@ def readiness_hint(replicator: Any, topics: Mapping[str, str], found: Mapping[st
         return ("Hint: is the replicator running, and does its topic filter take these topics? A slow one "
                 "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
                 "--kafka-mirror-topic-provisioning session.")
-    refused = [t for t in topics if not _takes(settings.value("topics"), t) or _takes(settings.value("topics.exclude"), t)]
+    refused = [t for t in topics
+               if not _takes(settings.value("topics"), t) or _takes(settings.value("topics.exclude"), t)]
     if refused:
         return (f"Hint: the replicator's topic filter does not take {', '.join(sorted(refused))}: "
                 f"{settings.quote('topics', 'topics.exclude')}.")

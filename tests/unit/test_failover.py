@@ -362,7 +362,8 @@ def test_without_the_offset_syncs_the_check_is_not_run_and_says_why() -> None:
     assert r.not_run["offset syncs"] == state.syncs_note and r.entry("w", "t", 0).offset_syncs is None
     assert r.figures()["failover_coarser_than_syncs"] is None
     r.assert_ok()  # listed in not_run: required only where the test asks for the syncs check
-    with pytest.raises(MirrorMismatchError, match="could not be checked against the offset syncs: no offset-syncs topic"):
+    with pytest.raises(MirrorMismatchError,
+                       match="could not be checked against the offset syncs: no offset-syncs topic"):
         r.assert_as_syncs_allow()
     with pytest.raises(MirrorMismatchError, match="could not be checked against the offset syncs"):
         r.assert_ok(as_syncs_allow=True)
@@ -423,8 +424,9 @@ def test_synced_offsets_asked_for_and_off_fail_not_asked_for_are_not_checked() -
                  "source->target.sync.group.offsets.enabled": "--kafka-mirror-replicator-properties"})[0]
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]), settings=asked)
     assert [e.via for e in r.entries] == ["checkpoint"]
-    with pytest.raises(MirrorMismatchError, match=r"nothing to fail over with \(synced offsets\): source->target.sync"
-                                                  r".group.offsets.enabled=false \(--kafka-mirror-replicator-properties\)"):
+    with pytest.raises(MirrorMismatchError, match=r"nothing to fail over with \(synced offsets\): source->target"
+                                                  r".sync.group.offsets.enabled=false "
+                                                  r"\(--kafka-mirror-replicator-properties\)"):
         r.assert_ok()
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([_cp(60, 60)]), settings=REFERENCE_DEFAULTS)
     r.assert_ok()
@@ -463,6 +465,7 @@ def test_a_check_that_saw_no_group_fails() -> None:
 def test_no_checkpoint_of_a_group_the_filter_leaves_out_names_the_filter() -> None:
     settings = SYNC.with_properties({"groups.exclude": "g-.*"}, origins={"groups.exclude": "--opt"})[0]
     r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, _state([]), settings=settings)
-    with pytest.raises(MirrorMismatchError, match=r"no translation: 2 group partitions.*\n  why: the group filter leaves "
-                                                  r"out the witness groups g-w \(groups=.*groups.exclude=g-.\* \(--opt\)\)"):
+    with pytest.raises(MirrorMismatchError, match=r"no translation: 2 group partitions.*\n  why: the group filter "
+                                                  r"leaves out the witness groups g-w \(groups=.*"
+                                                  r"groups.exclude=g-.\* \(--opt\)\)"):
         r.assert_ok()

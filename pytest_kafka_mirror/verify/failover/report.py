@@ -88,7 +88,8 @@ class FailoverReport:
         checked less than its baseline."""
         return {"failover_groups_checked": len({e.group for e in self.entries}),
                 "failover_translations_checked": len(self.entries),
-                "failover_heartbeats_checked": int("heartbeats" not in self.not_run and "heartbeats" not in self.left_out
+                "failover_heartbeats_checked": int("heartbeats" not in self.not_run
+                                                   and "heartbeats" not in self.left_out
                                                    and bool(self.heartbeats.get("count")))}
 
     def figures(self) -> dict[str, Any]:
@@ -139,8 +140,9 @@ class FailoverReport:
         return (f"{groups} group{'' if groups == 1 else 's'}, {len(self.entries)} translations: skipped "
                 f"{f['failover_skipped']}, rereads max {f['failover_rereads_max']}, beyond end max "
                 f"{f['failover_beyond_end_max']}, rewinds {f['failover_rewinds']}, untranslated "
-                f"{f['failover_untranslated']}, checkpoint behind max {_na(f['checkpoint_records_behind_max'])} records / "
-                f"{_na(f['checkpoint_seconds_behind_max'])} s, heartbeat lag {hb}"
+                f"{f['failover_untranslated']}, checkpoint behind max "
+                f"{_na(f['checkpoint_records_behind_max'])} records / {_na(f['checkpoint_seconds_behind_max'])} s, "
+                f"heartbeat lag {hb}"
                 + (f"; not run: {'; '.join(f'{k}: {v}' for k, v in self.not_run.items())}" if self.not_run else "")
                 + (f"; not checked: {'; '.join(f'{k}: {v}' for k, v in self.left_out.items())}"
                    if self.left_out else ""))
