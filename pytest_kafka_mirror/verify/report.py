@@ -581,25 +581,25 @@ class MirrorReport:
         in a scenario that kills a source broker on purpose.
         """
         __tracebackhide__ = True
-        self._raise([self._check_loss(allow_source_loss), self._check_latest()])
+        self._raise([self._check_something(), self._check_loss(allow_source_loss), self._check_latest()])
 
     def assert_in_order(self, max_reordered: int = 0) -> None:
         """At most ``max_reordered`` records arrived behind a higher sequence of their lane."""
         __tracebackhide__ = True
         check_limits("assert_in_order", COUNT, max_reordered=max_reordered)
-        self._raise([self._check_order(max_reordered)])
+        self._raise([self._check_something(), self._check_order(max_reordered)])
 
     def assert_no_duplicates(self, max_duplicated: int = 0) -> None:
         """At most ``max_duplicated`` extra copies arrived (exactly-once when 0)."""
         __tracebackhide__ = True
         check_limits("assert_no_duplicates", COUNT, max_duplicated=max_duplicated)
-        self._raise([self._check_duplicates(max_duplicated)])
+        self._raise([self._check_something(), self._check_duplicates(max_duplicated)])
 
     def assert_exactly_once(self) -> None:
         """Every acknowledged record arrived exactly once: nothing lost, no extra copy.  A
         failure names each lane's missing and duplicated sequence ranges."""
         __tracebackhide__ = True
-        self._raise([self._check_loss(False), self._check_latest(), self._check_duplicates(0)])
+        self._raise([self._check_something(), self._check_loss(False), self._check_latest(), self._check_duplicates(0)])
 
     def assert_no_phantoms(self) -> None:
         """Nothing arrived that the source did not acknowledge."""
@@ -656,7 +656,8 @@ class MirrorReport:
         check_limits("assert_ok", COUNT, max_reordered=max_reordered)
         limits = {"p50_ms": p50_ms, "p90_ms": p90_ms, "p99_ms": p99_ms, "p999_ms": p999_ms, "max_ms": max_ms}
         check_limits("assert_ok", LATENCY, **limits)
-        checks = [self._check_loss(allow_source_loss), self._check_latest(), self._check_corruption()]
+        checks = [self._check_something(), self._check_loss(allow_source_loss), self._check_latest(),
+                  self._check_corruption()]
         if not allow_duplicates:
             checks.append(self._check_duplicates(0))
         checks.append(self._check_order(max_reordered))
@@ -747,6 +748,13 @@ class MirrorReport:
         total = getattr(self, anomaly) if anomaly in _COUNTED_EXAMPLES else len(rows)
         head = f"  examples ({anomaly}" + (f", {shown} of {total}" if total > shown else "") + "):"
         return [head, format_table(rows, _EXAMPLE_COLUMNS[anomaly], total=total)]
+
+    def _check_something(self) -> str | None:
+        """A verification that saw nothing to check fails: no record acknowledged by the source."""
+        if self.expected:
+            return None
+        return ("nothing to verify: the source acknowledged no record of this run (0 expected), so delivery, order "
+                "and latency were not checked; a verification that saw nothing to check fails")
 
     def _check_loss(self, allow_source_loss: bool = False) -> str | None:
         if allow_source_loss and not self.reconciled:

@@ -126,3 +126,11 @@ def test_a_verification_failure_quotes_the_settings_behind_it() -> None:
     with pytest.raises(MirrorMismatchError, match=r"the plugin does not configure external:identity: check whether it "
                                                   r"copies exactly once"):
         report.assert_ok()
+
+
+def test_a_verification_that_saw_no_record_fails() -> None:
+    report = sample_report(expected=0)
+    for check in (report.assert_ok, report.assert_no_loss, report.assert_exactly_once, report.assert_in_order):
+        with pytest.raises(MirrorMismatchError, match=r"nothing to verify: the source acknowledged no record of this "
+                                                      r"run \(0 expected\)"):
+            check()
