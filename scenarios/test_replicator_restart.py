@@ -81,6 +81,6 @@ def test_sigkill_then_start(mirror_topics, mirror_producer, mirror_verifier, mir
     # Re-copied records arrive again after the restart: duplicates, and re-reads that are
     # "behind a higher sequence" of their lane are duplicates, not reorders.
     report.assert_ok(allow_duplicates=True)
-    assert report.duplicated <= bound.records, f"{bound.exceeded(report.duplicated, 'after the SIGKILL')}\n" \
-                                               f"{report.summary()}"
+    assert report.duplicated <= bound.records, (
+        f"{bound.exceeded(report.duplicated, 'after the SIGKILL')}\n{report.summary()}")
     report.assert_recovers_within(_recovery_budget(report), p99_ms=P99_SLO_MS)
