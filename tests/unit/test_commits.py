@@ -40,3 +40,13 @@ def test_a_replicator_without_a_commit_interval_has_no_bound() -> None:
 
     with pytest.raises(ValueError, match=r"external:identity states no commit interval"):
         duplicates_bound(External(), rate=300, topics=2)
+
+
+def test_the_legacy_mirrormaker_states_the_option_it_is_started_with() -> None:
+    from pytest_kafka_mirror.replicators.mm1 import LegacyMirrorMaker, render_mm1
+
+    mm1 = LegacyMirrorMaker.__new__(LegacyMirrorMaker)  # never started: the rendered options only
+    _, _, mm1.options = render_mm1(source_bootstrap="a:1", target_bootstrap="b:2", group_id="g")
+    assert (mm1.commit_interval_s, mm1.commit_interval_setting) == (1.0, "--offset.commit.interval.ms 1000")
+    mm1.options = {}
+    assert mm1.commit_interval_setting == "offset.commit.interval.ms=60000, MirrorMaker's default"
