@@ -83,6 +83,12 @@ class KafkaLog:
         suffix = f" (and {repeats} more like it in the last {self.window:g} s)" if repeats else ""
         self.logger.log(level, "%s %s: %s%s", client, facility, text, suffix)
 
+    def repeats(self, *parts: str) -> int:
+        """Repeats counted, not logged (yet), of the messages whose text holds every one of
+        ``parts``: what the window has kept back so far."""
+        with self._lock:
+            return sum(int(n) for (_, _, text), (_, n) in self._seen.items() if all(p in text for p in parts))
+
 
 _shared: KafkaLog | None = None
 _shared_lock = threading.Lock()

@@ -9,8 +9,8 @@ the replication throttles, ...), which are the target cluster's business.
 What it expects: at 2 s into the run ``retention.ms`` and ``unclean.leader.election.enable``
 are set on the source topic; ``retention.ms`` appears on the remote topic (the figure
 ``config_sync_s``: set -> seen on the target), ``unclean.leader.election.enable`` never
-does (checked when ``retention.ms`` arrived, and again one sync interval later); the
-records are mirrored as usual.
+does (checked when ``retention.ms`` arrived, and again once a later sync round carried a
+second change of ``retention.ms``); the records are mirrored as usual.
 
 Why: retention and cleanup policy set on the source and not on the target make a
 failover cluster keep too little (or too much) data; a release that changes the filter
@@ -26,7 +26,8 @@ the remote topic too (figure ``config_default_s``: deleted -> the remote at the 
 default). ``test_config_sync_source_default``: ``retention.bytes`` altered on the remote
 topic is put back to the source's default value, as the remote topic's own config (figure
 ``config_reset_s``), while ``unclean.leader.election.enable`` altered there too stays (MM2's
-default filter keeps it back, so the sync never touches it). Both need brokers that tell a
+default filter keeps it back, so the sync never touches it; checked after a later round reset
+``retention.bytes`` altered again). Both need brokers that tell a
 topic's own configs from their defaults (capability ``topic_config_defaults``: Tansu reports
 every config as a default, skipped); the ``source`` one an MM2 of 3.5 or later (older
 releases ignore the key; the ``target`` one passes on 3.4 too, whose full AlterConfigs drops
@@ -50,6 +51,7 @@ from pytest_kafka_mirror.faults import action, at
 RATE = 200
 INTERVAL_S = 2
 RETENTION_MS = "3600123"  # an hour and a bit: a value no broker has as its default
+RETENTION_MS_AGAIN = "3600456"  # set after the first one arrived: a later sync round carries it
 SYNC_TIMEOUT_S = 60
 
 
@@ -148,8 +150,17 @@ def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_ve
         time.sleep(0.25)
     run.record_figure("config_sync_s", None if synced_at is None else synced_at - set_at[0],
                       f"retention.ms set on {topic} -> seen on {remote}")
-    time.sleep(INTERVAL_S + 1)  # one more sync: what it copies, it has copied by now
-    later = _topic_configs(mirror_env.target, remote)
+    # One more sync round, proven rather than waited for: retention.ms changed again on the
+    # source reaches the remote topic only through a round that read unclean.leader.election.enable
+    # too, so what the filter let through would be copied by then.
+    later = {}
+    if synced_at is not None:
+        _set_configs(mirror_env.source, topic, {"retention.ms": RETENTION_MS_AGAIN})
+        again_at, described = _wait_for(mirror_env.target, remote,
+                                        lambda c: c.get("retention.ms", (None,))[0] == RETENTION_MS_AGAIN)
+        later = {name: value for name, (value, _) in described.items() if value is not None}
+        assert again_at is not None, (f"retention.ms={RETENTION_MS_AGAIN} set again on {topic} did not reach {remote} "
+                                      f"in {SYNC_TIMEOUT_S} s: no later sync round to look at")
 
     report = mirror_verifier(run)
 
@@ -221,8 +232,16 @@ def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, 
                                 lambda c: c.get("retention.bytes") == (source_value, DYNAMIC_TOPIC_CONFIG))
     run.record_figure("config_reset_s", None if reset_at is None else reset_at - altered_at,
                       f"retention.bytes altered on {remote} -> reset to {topic}'s default {source_value}")
-    time.sleep(INTERVAL_S + 1)  # one more sync: what it resets, it has reset by now
+    # One more sync round, proven rather than waited for: retention.bytes altered on the remote
+    # topic again is reset only by a round that saw unclean.leader.election.enable too, so what
+    # the sync resets it has reset by then.
     later = _described(mirror_env.target, remote)
+    if reset_at is not None:
+        _set_configs(mirror_env.target, remote, {"retention.bytes": RETENTION_BYTES})
+        again_at, later = _wait_for(mirror_env.target, remote,
+                                    lambda c: c.get("retention.bytes") == (source_value, DYNAMIC_TOPIC_CONFIG))
+        assert again_at is not None, (f"retention.bytes altered on {remote} again was not reset in {SYNC_TIMEOUT_S} "
+                                      f"s: no later sync round to look at ({later.get('retention.bytes')})")
 
     mirror_producer.produce(run, rate=RATE, duration=3)
     report = mirror_verifier(run)

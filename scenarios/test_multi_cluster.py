@@ -40,14 +40,14 @@ setting that breaks alias naming or cycle detection copies records back and fort
 Timing: MM2 creates a remote topic seconds before it copies it, and each new topic costs
 it a rebalance; every producer waits for readiness (a warm-up record per partition
 through its own flow) before its schedule starts, and the cycle check first waits until
-each flow has scanned the topics several times since the remote topics were copied.
+a record of a topic created after the runs has crossed each flow: proof that each scanned
+its topics after the other direction's remote topic existed.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-import time
 
 import pytest
 
@@ -60,10 +60,6 @@ DURATION = 4
 POLICY = "org.apache.kafka.connect.mirror.{}ReplicationPolicy"
 DEFAULT = {"replication.policy.class": POLICY.format("Default")}
 IDENTITY = {"replication.policy.class": POLICY.format("Identity")}
-#: MM2's rendered ``refresh.topics.interval.seconds`` (the reference mirror scans every 0.25 s)
-REFRESH_S = 2.0
-#: refresh rounds of every flow after the remote topics were copied, before looking for cycles
-SCANS = 3
 #: why active-active under IdentityReplicationPolicy skips
 IDENTITY_CYCLES = (
     "the policy keeps topic names, so MirrorMaker 2 cannot tell a copy from an original (isCycle() gives up when a "
@@ -90,13 +86,20 @@ def _no_cycle_detection(rep) -> str:
     return f"{rep.spec} has no cycle detection (no cluster aliases in its topic names)"
 
 
-def _wait_for_scans(*runs) -> None:
-    """Let every flow scan its topics SCANS times after the last remote topic was ready."""
-    ready = [r.ready_us for run in runs for r in run.readiness if r.ready_us]
-    if ready:
-        left = max(ready) / 1e6 + SCANS * REFRESH_S - time.time()
-        if left > 0:
-            time.sleep(left)
+def _scanned_since(factory, topics) -> None:
+    """Block until a record of a topic created now has crossed ``factory``'s flow: its
+    readiness round (a warm-up record of every partition, through that flow's replicator).
+
+    Proof that the flow scanned its source's topics after ``topics`` (the other direction's
+    remote topics) existed: a replicator finds new topics in a scan of all of them, and
+    creates the remote topic of each one it takes in that scan, before copying any record
+    (MM2's refreshTopicPartitions; the reference mirror's discovery does the same).  So once
+    the new topic's record is across, a copy back of ``topics`` has had its chance: it would
+    exist by now.  Waiting a fixed time instead proves nothing on a slow or loaded machine."""
+    [fresh] = factory.topics(1, partitions=1)
+    existing = set(factory.source.topics())
+    assert set(topics) <= existing, f"{sorted(set(topics) - existing)} not on {factory.source.bootstrap_servers}"
+    factory.new_run([fresh]).await_ready([fresh])
 
 
 def _two_hops(topics, aliases) -> list[str]:
@@ -152,7 +155,11 @@ def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirro
     for failover, flow in ((failover_ab, forward), (failover_ba, backward)):
         failover.assert_ok(as_syncs_allow=True)
         assert {e.target_topic for e in failover.entries} == {copies[flow]}, failover.entries[:3]
-    _wait_for_scans(run_ab, run_ba)
+    # Nothing went back: both flows scanned their topics after the other direction's remote
+    # topic existed (a record of a topic created afterwards crossed each), so a copy back
+    # would exist by now.
+    _scanned_since(mirror_producer, [copies[backward]])
+    _scanned_since(back, [copies[forward]])
     on = {"source": set(mirror_env.source.topics()), "target": set(mirror_env.target.topics())}
     assert copies[forward] in on["target"] and copies[backward] in on["source"], on
     remote = {role: sorted(t for t in names if t.startswith(("source.", "target."))) for role, names in on.items()}

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from ._checkpoints import MM2_DEFAULTS, CheckpointSettings
 from .base import NamingPolicy, Replicator, ReplicatorError, parse_naming
+from .commits import DuplicatesBound, duplicates_bound
 from .reference.behaviour import PRESETS, Behaviour, split_behaviour
 from .reference.knobs import FaultLedger, Knobs, parse_knobs
 
@@ -35,6 +36,7 @@ __all__ = [
     "MM2_DEFAULTS",
     "Behaviour",
     "CheckpointSettings",
+    "DuplicatesBound",
     "FaultLedger",
     "Knobs",
     "NamingPolicy",
@@ -42,6 +44,7 @@ __all__ = [
     "ReplicatorError",
     "ReplicatorOptions",
     "ReplicatorSpec",
+    "duplicates_bound",
     "make_replicator",
     "parse_knobs",
     "parse_naming",

@@ -200,6 +200,12 @@ class LegacyMirrorMaker(RunnerReplicator):
         """How often it commits its consumer offsets (``--offset.commit.interval.ms``)."""
         return int(self.options.get("offset.commit.interval.ms", "60000")) / 1000
 
+    @property
+    def commit_interval_setting(self) -> str:
+        """Where :attr:`commit_interval_s` comes from, as in effect."""
+        ms = self.options.get("offset.commit.interval.ms")
+        return f"--offset.commit.interval.ms {ms}" if ms else "offset.commit.interval.ms=60000, MirrorMaker's default"
+
     def argv(self) -> list[str]:
         """Write the client configurations; the command line."""
         self.config_dir.mkdir(parents=True, exist_ok=True)

@@ -489,9 +489,21 @@ class MirrorMaker2(RunnerReplicator):
         """How often the copying herder commits its source offsets (``offset.flush.interval.ms``
         of the target's worker; Connect's default 60 s): a stop that cannot commit repeats
         at most what was copied since."""
-        p = self.properties
-        ms = p.get(f"{self.target_alias}.offset.flush.interval.ms", p.get("offset.flush.interval.ms", "60000"))
-        return int(ms) / 1000
+        return int(self._commit_interval()[1]) / 1000
+
+    @property
+    def commit_interval_setting(self) -> str:
+        """Where :attr:`commit_interval_s` comes from, as in effect: ``KEY=VALUE``."""
+        key, ms = self._commit_interval()
+        return f"{key}={ms}" if key else f"offset.flush.interval.ms={ms}, Connect's default"
+
+    def _commit_interval(self) -> tuple[str, str]:
+        """The key of ``offset.flush.interval.ms`` in effect for the target's worker ('' for
+        Connect's default) and its value."""
+        for key in (f"{self.target_alias}.offset.flush.interval.ms", "offset.flush.interval.ms"):
+            if key in self.properties:
+                return key, self.properties[key]
+        return "", "60000"
 
     def effective_settings(self) -> EffectiveSettings:
         """Its mm2.properties as MM2 applies them to its flow, each with where it came from."""

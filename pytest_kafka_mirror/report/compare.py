@@ -163,6 +163,8 @@ FIGURES: dict[str, Figure] = {
                   "copies again on the survivors"),
         _scenario("multi_node_duplicates_bound", "records", "copies a node's SIGKILL may repeat: what was produced "
                   "in one offset-commit interval", gateable=False),
+        _scenario("sigkill_duplicates_bound", "records", "copies a replicator's SIGKILL and start may repeat: what "
+                  "was produced in one offset-commit interval", gateable=False),
         _scenario("group_sync_s", "s", "group committed on the source -> its idle target group moved to the "
                   "translated offsets"),
         _scenario("offset_syncs_per_1000", "syncs", "offset syncs the replicator wrote per 1000 records it copied "
@@ -210,7 +212,7 @@ DEFAULT_SHOWN = {
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
 SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
                     "config_default_s", "config_reset_s", "group_sync_s", "offset_syncs_per_1000", "compacted_before_copy",
-                    "multi_node_resume_s", "multi_node_duplicates_bound")
+                    "multi_node_resume_s", "multi_node_duplicates_bound", "sigkill_duplicates_bound")
 
 
 def figure_names(kind: str) -> tuple[str, ...]:

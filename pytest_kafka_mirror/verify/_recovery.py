@@ -2,12 +2,30 @@
 
 Pure functions over report data (no Spark), so they work on stored reports too.
 
-*Recovery* after a fault at time F: the start of the first second ``s >= F`` from which
-on, through the last second of production, every second is healthy — its p99 latency
-(of the records produced in it) is within the SLO, and every record produced in it
-arrived (``received == sent``; the producer counts ``sent`` per second of the records'
-own timestamps, so the two are exactly comparable).  ``seconds`` is ``s - F``, measured
-in whole seconds of produce time; ``None`` when the run never recovered.
+*Recovery* after a fault at time F: when the mirror was back within the SLO, followed
+through the end of the data, the drain included (the capture goes on reading after
+production ended until every acknowledged record arrived or its drain timeout passed).
+
+- During production: the start of the first second ``s >= F`` from which on, through the
+  last second of production, every second is healthy — its p99 latency (of the records
+  produced in it) is within the SLO, and every record produced in it arrived
+  (``received == sent``; the producer counts ``sent`` per second of the records' own
+  timestamps, so the two are exactly comparable).
+- Otherwise (the last second of production was not healthy, or the fault came after it):
+  after production ended nothing new is produced to time, so the backlog decides, by
+  arrival time.  The mirror recovered when every record produced from the fault's second
+  on had arrived: at the end of the second in which the last record arrived (the
+  timeline counts arrivals per second), never before F.  When some of those records
+  never arrived, it did not recover by the end of the data (the end of the timeline's
+  last second): ``seconds`` is None and ``missing`` says how many.
+
+So a limit on ``seconds`` is the one applied even when the mirror comes back after
+production ended; a run whose data ends before the limit and before a recovery cannot
+show one, and says so (``data_end``).  ``seconds`` is ``recovered_time - F``, in whole
+seconds of the timeline's clock.  What the drain cannot tell: a replicator still slow,
+but moving, when production ended also clears its backlog in the end, and is then
+credited as recovered at its last arrival; produce long enough after the fault to
+watch it recover during production where that difference matters.
 
 *Catch-up rate*: the peak arrival rate (records/s) in the seconds from the heal of the
 fault (from F when nothing healed it) to the end: how fast the replicator drains a backlog.
@@ -38,6 +56,14 @@ class Recovery:
     peak_p99_ms: float | None
     backlog: int
     catch_up_rate: float | None  # records/s
+    #: recovered after production ended, when the last record produced arrived (the drain)
+    in_drain: bool = False
+    #: the end of the last second of production (UTC epoch seconds); None without production
+    production_end: float | None = None
+    #: the end of the timeline's last second: the last arrival, or production's end if later
+    data_end: float | None = None
+    #: records produced from the fault's second on that never arrived (not recovered then)
+    missing: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,16 +107,7 @@ def recoveries(
     out = []
     for name, fault in starts:
         healed = next((h for h in heals if h >= fault), None)
-        recovered: float | None = None
-        for e in entries:
-            if e["t"] + 1 <= fault:  # seconds that ended before the fault
-                continue
-            if e["t"] > last:
-                break
-            if not _healthy(e, p99_ms):
-                recovered = None
-            elif recovered is None:
-                recovered = max(float(e["t"]), fault)
+        recovered, missing, in_drain = _recovered(entries, fault, last, p99_ms)
         window = [e for e in entries if e["t"] + 1 > fault and (recovered is None or e["t"] <= recovered)]
         p99s = [e["p99_ms"] for e in window if e.get("p99_ms") is not None]
         backlog, cum_sent, cum_arrived = 0, 0, 0
@@ -113,8 +130,37 @@ def recoveries(
             peak_p99_ms=max(p99s) if p99s else None,
             backlog=backlog,
             catch_up_rate=float(max(rates)) if rates else None,
+            in_drain=in_drain,
+            production_end=float(last + 1) if produced else None,
+            data_end=float(entries[-1]["t"] + 1),
+            missing=missing,
         ))
     return out
+
+
+def _recovered(entries: Sequence[dict[str, Any]], fault: float, last: int,
+               p99_ms: float) -> tuple[float | None, int, bool]:
+    """``(recovered time, records missing, recovered in the drain)`` of a fault at ``fault``
+    (see the module docstring); ``last``: the last second of production."""
+    recovered: float | None = None
+    for e in entries:
+        if e["t"] + 1 <= fault:  # seconds that ended before the fault
+            continue
+        if e["t"] > last:
+            break
+        if not _healthy(e, p99_ms):
+            recovered = None
+        elif recovered is None:
+            recovered = max(float(e["t"]), fault)
+    if recovered is not None:
+        return recovered, 0, False
+    # Not recovered by the end of production: the drain decides, by arrival time.
+    missing = sum(max(0, int(e.get("sent", 0)) - int(e.get("received", 0))) for e in entries if e["t"] + 1 > fault)
+    if missing:
+        return None, missing, False
+    arrivals = [e["t"] for e in entries if e.get("arrived", 0)]
+    cleared = float(max([last, *arrivals]) + 1)  # the end of the second the last record arrived in
+    return max(cleared, fault), 0, True
 
 
 def _time(marker: dict[str, Any]) -> float:

@@ -316,6 +316,22 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _took(r: Recovery, limit: float) -> str:
+    """How an episode that failed ``assert_recovers_within(limit)`` ended."""
+    if r.seconds is not None:
+        if not r.in_drain or r.production_end is None or r.recovered_time is None:
+            return f"recovered after {r.seconds:g} s"
+        return (f"recovered after {r.seconds:g} s, in the drain: the last record produced arrived by "
+                f"{r.recovered_time - r.production_end:g} s after production ended")
+    end = round(r.data_end - r.fault_time, 3) if r.data_end is not None else None
+    text = "not recovered by the end of the data" + ("" if end is None else f", {end:g} s after the fault")
+    if r.missing:
+        text += f": {_plural(r.missing, 'record')} produced since never arrived"
+    if end is not None and end < limit:
+        text += f"; the data ends before the {limit:g} s limit, so it cannot show a recovery within it"
+    return text
+
+
 #: Columns of the example tables, per anomaly.
 #: Every row names where to look: target partition and offset of the record itself, or, for
 #: records that never arrived, of the highest sequence of their lane that did
@@ -486,7 +502,9 @@ class MirrorReport:
         ``after`` seconds past the production start (e.g. the end of a burst).
 
         Recovered = from that second on, p99 latency within ``p99_ms`` and every record
-        produced arrived, through the end of production (see ``verify/_recovery.py``).
+        produced arrived, through the end of production; when production ended first, at
+        the end of the second the last record produced arrived in (the drain, by arrival
+        time), and not at all when some never arrived (see ``verify/_recovery.py``).
         """
         from pytest_kafka_mirror.verify._recovery import recoveries
 
@@ -500,7 +518,10 @@ class MirrorReport:
                           label=None if after is None else f"{after:g} s after the start")
 
     def assert_recovers_within(self, seconds: float, *, p99_ms: float, after: float | None = None) -> None:
-        """Every fault episode recovered (see :meth:`recovery`) within ``seconds``."""
+        """Every fault episode recovered (see :meth:`recovery`) within ``seconds``, followed
+        through the drain: a recovery after production ended counts by arrival time, and an
+        episode the data ends without recovering from fails, saying whether the data
+        reached the limit."""
         __tracebackhide__ = True
         check_limits("assert_recovers_within", DURATION, seconds=seconds, after=after)
         check_limits("assert_recovers_within", LATENCY, p99_ms=p99_ms)
@@ -514,11 +535,12 @@ class MirrorReport:
         if not bad:
             return
         start = self.production_start or 0.0
-        lines = [f"no recovery within {seconds:g} s (p99 <= {_ms(p99_ms)} and every record produced arrived):"]
+        lines = [f"no recovery within {seconds:g} s (p99 <= {_ms(p99_ms)} and every record produced arrived; "
+                 "after production ended: every record produced arrived):"]
         for r in bad:
             when = f"{r.fault_time - start:.2f} s" if start else f"{r.fault_time:.3f}"
-            took = "never recovered before production ended" if r.seconds is None else f"recovered after {r.seconds:g} s"
-            lines.append(f"  {r.label} at {when}: {took}; peak p99 {_ms(r.peak_p99_ms)}, backlog {r.backlog} records")
+            lines.append(f"  {r.label} at {when}: {_took(r, seconds)}; peak p99 {_ms(r.peak_p99_ms)}, "
+                         f"backlog {r.backlog} records")
         lines.append("  per second (t from production start: sent, received, arrived, p99):")
         shown = [e for e in self.timeline if any(e["t"] + 1 > r.fault_time for r in bad)]
         for e in shown[:MAX_EXAMPLES_SHOWN * 3]:

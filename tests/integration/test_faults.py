@@ -28,6 +28,7 @@ pytestmark = pytest.mark.integration
 PER_LANE = 30  # records per lane and producer; 2 partitions, 2 lanes per topic
 PRODUCERS = ("pmain", "plost")
 DELAY_MS = 150.0
+P99_SLO_MS = 1000
 
 #: The rate knobs pick records by a hash of (seed, knob, topic, producer, lane, seq), and
 #: topic names are new in every run: each knob must pick at least one of a topic's 120
@@ -165,3 +166,30 @@ def test_docs_faults_on_a_timeline_example(
     namespace["test_replicator_crash"](mirror_topics, mirror_producer, mirror_verifier, mirror_faults)
     (report,) = mirror_verifier.reports
     assert [m["label"] for m in report.markers][:2] == ["kill replicator (reference)", "start replicator (reference)"], report.markers
+
+
+@pytest.mark.kafka_mirror(drain_timeout=10, settle=0.3)
+def test_a_recovery_after_production_ended_is_held_to_the_limit(
+    mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory, mirror_verifier: MirrorVerifier,
+    mirror_faults: MirrorFaults,
+) -> None:
+    """The reference mirror paused 1 s into a 3 s run and resumed 2 s after production
+    ended: every record produced from the pause on arrives in the drain, late, so the mirror
+    recovers there, when its backlog cleared.  The limit is held against that recovery (a
+    limit above it passes, one below fails), not cut at the end of production."""
+    from pytest_kafka_mirror.faults import at, pause, resume
+
+    rep = mirror_faults.replicator
+    topics = mirror_topics(1, partitions=2)
+    run = mirror_producer(topics, rate=100, duration=3, faults=[at(1, pause(rep)), at(5, resume(rep))])
+    report = mirror_verifier(run)
+
+    report.assert_ok()
+    [r] = report.recovery(P99_SLO_MS)
+    assert r.in_drain and r.recovered_time is not None and r.production_end is not None, r
+    assert r.recovered_time > r.production_end, r  # the recovery falls after production ended
+    assert r.seconds is not None and r.seconds >= 4 - 1, r  # the pause lasted 4 s (seconds: 1 s resolution)
+    report.assert_recovers_within(r.seconds + 0.5, p99_ms=P99_SLO_MS)
+    with pytest.raises(MirrorMismatchError) as err:
+        report.assert_recovers_within(r.seconds - 0.5, p99_ms=P99_SLO_MS)
+    assert f"recovered after {r.seconds:g} s, in the drain" in str(err.value)

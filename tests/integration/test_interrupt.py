@@ -21,19 +21,21 @@ pytestmark = pytest.mark.integration
 
 SCENARIO = """
 import os, pathlib, signal, threading, time
+from pytest_kafka_mirror.faults import action, at
 from pytest_kafka_mirror.plugin import SESSION_KEY
 
 def test_a_verified(mirror_topics, mirror_producer, mirror_verifier):
     run = mirror_producer(mirror_topics(1, partitions=2), rate=400, count=200)
     mirror_verifier(run).assert_ok()
 
+# the mark: a second into the producer's schedule, so records were acknowledged by then
+MARK = [at(1, action("mark", lambda: pathlib.Path(os.environ["KM_MARK"]).write_text("producing")))]
+
 def test_b_producing(mirror_topics, mirror_producer):
-    pathlib.Path(os.environ["KM_MARK"]).write_text("producing")
-    mirror_producer(mirror_topics(1, partitions=2), rate=50, duration=120)
+    mirror_producer(mirror_topics(1, partitions=2), rate=50, duration=120, faults=MARK)
 
 def test_b_group(mirror_topics, mirror_producer):
-    pathlib.Path(os.environ["KM_MARK"]).write_text("producing")
-    mirror_producer(mirror_topics(1, partitions=2), rate=50, duration=120, processes=2)
+    mirror_producer(mirror_topics(1, partitions=2), rate=50, duration=120, processes=2, faults=MARK)
 
 def test_b_verifying(request, mirror_topics, mirror_producer, mirror_verifier):
     run = mirror_producer(mirror_topics(1, partitions=2), rate=1000, count=3000)
@@ -66,9 +68,8 @@ def test_ctrl_c_mid_scenario_reports_and_leaves_nothing_behind(pytester: pytest.
             deadline = time.monotonic() + 180
             while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
-            assert mark.exists(), "the scenario never reached its producer"
-            time.sleep(3)  # producer, capture and mirror busy
-            assert len(processes_tagged(tagged_env)) >= 5  # brokers, mirror, capture, JVM, pytest
+            assert mark.exists(), "the scenario's producer never ran its schedule for a second"
+            assert len(processes_tagged(tagged_env)) >= 5  # brokers, mirror, capture, JVM, pytest: all busy
             proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=240)
     finally:

@@ -135,14 +135,16 @@ def test_the_capture_finds_a_target_topic_created_after_it_started(tmp_path, clu
     the target topic after the capture started).  It once asked the capture's own consumer,
     which confluent-kafka 2.16 serves to one caller at a time: 1 answer in 40 s, and a
     capture that missed a topic MM2 created and filled."""
-    import time
-
     from pytest_kafka_mirror.capture import Capture
+    from pytest_kafka_mirror.processes.managed import wait_until
 
     _, dst = clusters
     capture = Capture(dst.bootstrap_servers, tmp_path / "run", {"it-late": "it-late-target"}).start()
     try:
-        time.sleep(2.0)  # the loop runs, the topic missing: the thread asks every 0.05 s
+        # The loop runs 2 s with the topic missing (the thread asks every 0.05 s meanwhile): the
+        # loop's own progress (written every second) says so, whatever its start-up cost.
+        wait_until(lambda: capture.progress().get("elapsed", 0.0) >= 2.0, 30,
+                   "the capture's loop to run 2 s with the topic missing")
         dst.create_topic("it-late-target", 2)
         capture.wait_assigned({"it-late-target": 2}, 20)
     finally:

@@ -47,13 +47,26 @@ def test_two_workers_share_clusters_and_run_their_own_replicators(
 
 CRASH = textwrap.dedent(
     """
-    import os, signal, time
+    import os, signal
+    from pathlib import Path
+
+    from pytest_kafka_mirror.processes.managed import wait_until
+
+    PID = Path(__file__).with_name("crashed.pid")
 
     def test_crash(source_cluster, target_cluster):
+        PID.write_text(str(os.getpid()))
         os.kill(os.getpid(), signal.SIGKILL)  # the worker dies holding the shared clusters
 
+    def _dead(pid):
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+        except FileNotFoundError:
+            return True
+
     def test_survivor(source_cluster, target_cluster):
-        time.sleep(2)
+        # the clusters must outlive the worker that died holding them: after its death
+        wait_until(lambda: PID.exists() and _dead(int(PID.read_text())), 60, "the other worker's death")
         assert source_cluster.ping() >= 1
     """
 )

@@ -278,7 +278,9 @@ def test_a_replacement_takes_over_the_state_of_the_one_it_replaces(tmp_path: Pat
             "target.config.storage.topic")
     assert {k: new.properties[k] for k in keys} == {k: old.properties[k] for k in keys}
     assert old.commit_interval_s == 5.0  # the target herder's offset.flush.interval.ms, rendered
-    assert _mm2(tmp_path / "c", overrides=(("target.offset.flush.interval.ms", "2500"),)).commit_interval_s == 2.5
+    assert old.commit_interval_setting == "target.offset.flush.interval.ms=5000"
+    faster = _mm2(tmp_path / "c", overrides=(("target.offset.flush.interval.ms", "2500"),))
+    assert (faster.commit_interval_s, faster.commit_interval_setting) == (2.5, "target.offset.flush.interval.ms=2500")
 
 
 def test_exactly_once_renders_the_internal_rest_server_it_needs() -> None:

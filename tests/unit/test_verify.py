@@ -853,8 +853,8 @@ def test_a_job_released_before_its_cache_was_built_cancels_the_build(spark: Spar
     """An error or Ctrl-C between starting the cache's build and the first round: releasing
     the job does not wait for the build to end (minutes on a large run)."""
     import threading
-    import time
 
+    from pytest_kafka_mirror.processes.managed import wait_until
     from pytest_kafka_mirror.verify._sql import Queries
     from pytest_kafka_mirror.verify.job import _Background, _Job
 
@@ -862,7 +862,8 @@ def test_a_job_released_before_its_cache_was_built_cancels_the_build(spark: Spar
     job.spark, job.union, job.checkpoint, job.query = spark, None, False, Queries(spark)
     job.firsts = spark.range(10**13).selectExpr("max(id % 1000) AS m")  # runs for many minutes
     job.cached = _Background(lambda: job.firsts.collect(), "test-cache")
-    time.sleep(1.0)  # the job is running
+    # released while the build runs as a Spark job, not before it began
+    wait_until(lambda: bool(spark.sparkContext.statusTracker().getActiveJobsIds()), 60, "the cache's Spark job")
     assert job.cached.running()
     releasing = threading.Thread(target=job.release, daemon=True)
     releasing.start()

@@ -154,6 +154,8 @@ class ReferenceReplicator:
         self.heartbeat_emitter = f"reference-mirror-{uuid.uuid4().hex[:12]}"
         #: how often it writes its committed positions (process.py's --commit-interval)
         self.commit_interval_s = 1.0
+        #: where commit_interval_s comes from (see replicators/commits.py)
+        self.commit_interval_setting = f"--commit-interval {self.commit_interval_s:g}"
 
     # -- fault knobs -------------------------------------------------------------------
 
@@ -248,6 +250,7 @@ class ReferenceReplicator:
             "--offsets", str(self.workdir / OFFSETS_FILE),
             "--properties", str(self.workdir / PROPERTIES_FILE),
             "--emitter-id", self.heartbeat_emitter,
+            "--commit-interval", f"{self.commit_interval_s:g}",
         ]
         from ..._clientconf import format_properties
 
