@@ -148,17 +148,19 @@ class TopicPool:
         """One readiness round over every pool topic (``provisioned="session"``)."""
         from .clusters.base import topic_created_us
         from .replicators._readiness import await_ready, replicator_hooks
+        from .replicators.settings import readiness_hint
 
         if not self.partitions:
             return {}
+        names = {t: replicator.target_topic(t) for t in self.partitions}
         rounds = await_ready(
-            self.source.bootstrap_servers, target_bootstrap,
-            {t: (replicator.target_topic(t), n) for t, n in self.partitions.items()},
+            self.source.bootstrap_servers, target_bootstrap, {t: (names[t], n) for t, n in self.partitions.items()},
             timeout=timeout, created_us={t: topic_created_us(t) for t in self.partitions}, provisioned="session",
             **replicator_hooks(replicator),
-            hint=f"Hint: these {len(self.partitions)} topics were provisioned for the session's tests "
-                 "(--kafka-mirror-topic-provisioning session); a replicator slow to discover many topics may "
-                 "need a larger --kafka-mirror-startup-timeout.",
+            hint=lambda found: readiness_hint(replicator, names, found) + (
+                f" These {len(self.partitions)} topics were provisioned for the session's tests "
+                "(--kafka-mirror-topic-provisioning session); a replicator slow to discover many topics may "
+                "need a larger --kafka-mirror-startup-timeout."),
             during="while the session's topics were warmed up",
         )
         self.readiness.update(rounds)

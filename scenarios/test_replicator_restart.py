@@ -7,15 +7,19 @@ What it expects:
 * SIGKILL + start: nothing lost; duplicates allowed, within one commit interval's records.
   A crashed replicator resumes from its last committed position, so records copied after
   that commit are copied again — at-least-once, the contract every Kafka replicator offers
-  without transactions — but no more than it copied in one commit interval: RATE x topics
-  x the replicator's offset-commit interval (MM2: the target herder's
-  ``offset.flush.interval.ms``; the reference mirror: 1 s).  The bound is the figure
+  without transactions — but no more than it copied in one commit interval and had in
+  flight: RATE x topics x (the replicator's offset-commit interval (MM2: the target
+  herder's ``offset.flush.interval.ms``; the reference mirror: 1 s) + the latency SLO: it
+  commits only what the target acknowledged).  The bound is the figure
   ``sigkill_duplicates_bound``; more means the restart resumed from further back.
+  (Measured: 79-587 duplicates on the reference mirror, 1913 and 2345 on MM2 4.3.1 whose
+  commit interval is 5 s.)
 
 Both must catch up: latency spikes during the outage, then p99 comes back under the SLO.
 A replicator takes its time to stop and to start again, so the budget is measured in the
 same run, not fixed: from the stop until the restarted replicator copies again (the start
-fault returns then), plus CATCH_UP_S to work off the backlog.  The run lasts long enough
+fault returns then), plus as long again to work off the backlog of that outage (at least
+CATCH_UP_S): a replicator that copies at least twice the produced rate.  The run lasts long enough
 to see that: its first start sizes it, three times over (measured with MirrorMaker 2 4.3.1 on
 Apache Kafka: a first start of 13 s, a graceful stop of 8 s, then a restart of 27 s, its
 worker waiting for the group to drop the stopped member).
@@ -39,7 +43,7 @@ TOPICS = 2
 DURATION = 12  # seconds, at least
 STOP_AT, START_AT = 4, 6  # seconds into the run
 P99_SLO_MS = 2000
-CATCH_UP_S = 12  # seconds from copying again until p99 is back under the SLO
+CATCH_UP_S = 12  # seconds from copying again until p99 is back under the SLO, at least
 
 
 def _duration(rep) -> float:
@@ -49,10 +53,14 @@ def _duration(rep) -> float:
 
 def _recovery_budget(report) -> float:
     """Seconds from the stop until p99 must be back: until the restarted replicator copied
-    again (the start fault's end, measured), plus the catch-up."""
+    again (the outage: the start fault's end, measured), plus the catch-up: as long as the
+    outage (its backlog is the outage's records, which a replicator copying at least twice the
+    produced rate works off within as long again), CATCH_UP_S at least.  Measured with MM2
+    4.3.1 under load: a restart of 63-71 s, p99 back 30-33 s after it copied again."""
     stop = next(m for m in report.markers if m["kind"] == "outage")
     start = next(m for m in report.markers if m["kind"] == "heal")
-    return start["t"] + start["took"] - stop["t"] + CATCH_UP_S
+    outage = start["t"] + start["took"] - stop["t"]
+    return outage + max(CATCH_UP_S, outage)
 
 
 @pytest.mark.upgrade_gate
@@ -73,7 +81,8 @@ def test_sigkill_then_start(mirror_topics, mirror_producer, mirror_verifier, mir
     rep = mirror_faults.replicator
     run = mirror_producer(topics, rate=RATE, duration=_duration(rep),
                           faults=[at(STOP_AT, kill(rep)), at(START_AT, start(rep))])
-    bound = duplicates_bound(rep, rate=RATE, topics=TOPICS)
+    # what it copied since its last commit, and what it had in flight: at most the latency SLO's
+    bound = duplicates_bound(rep, rate=RATE, topics=TOPICS, in_flight_s=P99_SLO_MS / 1000)
     run.record_figure("sigkill_duplicates_bound", bound.records, bound.how)
 
     report = mirror_verifier(run)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from ._readiness import await_ready
 from .base import ReplicatorError
@@ -60,21 +61,24 @@ def wait_replicating(
     status: Callable[[], str] = lambda: "",
     resend: float = 5.0,
     create: bool = True,
+    replicator: Any = None,
 ) -> float:
     """Block until a probe record crosses over (``create``: creating the probe topic if needed);
     return the seconds it took.
 
     Raises ReplicatorError when the replicator exits (with ``describe_exit()``) or after
-    ``timeout`` seconds (with what was seen, ``status()`` and ``logs()``).
+    ``timeout`` seconds (with what was seen, ``status()``, ``logs()`` and, for a
+    ``replicator`` the plugin configures, a hint from its settings and the evidence).
     """
+    from .settings import readiness_hint
+
     t0 = time.monotonic()
     if create:
         ensure_probe_topic(source_bootstrap, source_topic)
     await_ready(
         source_bootstrap, target_bootstrap, {source_topic: (target_topic, 1)}, timeout=timeout, what=what,
         alive=alive, describe_exit=describe_exit, logs=logs, status=status, resend=resend,
-        hint="Hint: check the replicator's topic filter and naming policy (--kafka-mirror-naming), or raise "
-             "--kafka-mirror-startup-timeout.",
+        hint=lambda found: readiness_hint(replicator, {source_topic: target_topic}, found),
         during="during start-up",
     )
     return time.monotonic() - t0

@@ -83,6 +83,7 @@ class RunnerReplicator:
                 logs=lambda: str(runner.log_tail(40)),
                 status=self.status,
                 create=False,
+                replicator=self,
             )
         except BaseException:
             runner.kill()

@@ -205,7 +205,10 @@ def readiness_hint(replicator: Any, topics: Mapping[str, str], found: Mapping[st
     exist (-> partitions).  Only what the evidence does not rule out."""
     settings = settings_of(replicator)
     if settings is None:
-        return ("Hint: is the replicator running, and does its topic filter take these topics? A slow one "
+        missing = sorted(target for target in topics.values() if target not in found)
+        names = (f"; {', '.join(missing)} never appeared on the target: are those the names it gives (the naming of "
+                 "external:POLICY or --kafka-mirror-naming)") if missing else ""
+        return (f"Hint: is the replicator running, and does its topic filter take these topics{names}? A slow one "
                 "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
                 "--kafka-mirror-topic-provisioning session.")
     refused = [t for t in topics

@@ -17,8 +17,12 @@ def test_the_bound_is_one_commit_interval_of_the_produce_rate(tmp_path: Path) ->
     bound = duplicates_bound(ref, rate=300, topics=2)
     assert bound == DuplicatesBound(records=600, rate=300, topics=2, interval_s=1.0, replicator=ref.spec,
                                     setting="--commit-interval 1")
-    assert bound.how == f"300 msg/s x 2 topics x {ref.spec}'s commit interval 1 s (--commit-interval 1)"
+    assert bound.how == f"300 msg/s x 2 topics x ({ref.spec}'s commit interval 1 s (--commit-interval 1))"
     assert duplicates_bound(ref, rate=150, topics=1).how.startswith("150 msg/s x 1 topic x ")
+    # and what it had in flight, the records sent in the latency SLO's seconds and not acknowledged yet
+    with_flight = duplicates_bound(ref, rate=300, topics=2, in_flight_s=2.0)
+    assert with_flight.records == 1800 and with_flight.how.endswith("(--commit-interval 1) + 2 s in flight (the "
+                                                                    "latency SLO))")
 
 
 def test_the_message_says_the_bound_and_how_it_was_derived() -> None:
@@ -31,7 +35,7 @@ def test_the_message_says_the_bound_and_how_it_was_derived() -> None:
     assert bound.records == 1500
     assert bound.exceeded(1712, "after the SIGKILL").startswith(
         "1712 records copied twice after the SIGKILL, more than one commit interval's records allow: 1500 = 300 msg/s "
-        "x 2 topics x mm2:4.3.1's commit interval 2.5 s (target.offset.flush.interval.ms=2500). ")
+        "x 2 topics x (mm2:4.3.1's commit interval 2.5 s (target.offset.flush.interval.ms=2500)). ")
 
 
 def test_a_replicator_without_a_commit_interval_has_no_bound() -> None:

@@ -235,8 +235,9 @@ class FailoverReport:
         (:attr:`left_out`) is not checked."""
         __tracebackhide__ = True
         check_ok_limits(max_rereads, max_seconds_behind, max_records_behind, max_heartbeat_lag_ms)
-        checks = [*self._needs(*TRANSLATIONS, "heartbeats"), self._check_loss(), self._check_within_log(),
-                  self._check_monotonic(), self._check_translated()]
+        # the missing translations (with their cause) before the loss they lead to
+        checks = [*self._needs(*TRANSLATIONS, "heartbeats"), self._check_translated(), self._check_loss(),
+                  self._check_within_log(), self._check_monotonic()]
         checks += self._syncs_checks(as_syncs_allow)
         if max_rereads is not None:
             checks.append(self._check_rereads(max_rereads))
@@ -430,8 +431,8 @@ class FailoverReport:
         lines = [(f"no translation: {len(bad)} group partitions holding records have no {via} offset on the "
                   f"target although the offset syncs allowed one (a failing-over consumer falls back to "
                   f"auto.offset.reset={self.reset})")]
-        lines += [f"  why: {self.explain[p]}" for p in TRANSLATIONS
-                  if self.explain.get(p) and any(e.via == VIA[p] for e in bad)]
+        lines += [f"  why: {why}" for why in dict.fromkeys(self.explain[p] for p in TRANSLATIONS
+                                                            if self.explain.get(p) and any(e.via == VIA[p] for e in bad))]
         for e in bad[:MAX_SHOWN]:
             lines.append(f"  {e.head()}; skipped {e.skipped}, re-read {e.rereads} under reset={self.reset}")
         return "\n".join(lines)
