@@ -48,7 +48,7 @@ class ViaLink:
         self._cluster = cluster
         self._link = link
         # a client that bootstraps through the link needs the cluster's properties (security) too
-        register(link.bootstrap_servers, dict(getattr(cluster, "client_properties", {})))
+        register(link.bootstrap_servers, dict(cluster.client_properties))
 
     @property
     def bootstrap_servers(self) -> str:
@@ -103,11 +103,14 @@ class MirrorEnv:
         self._owned.append(thing)
         return thing
 
+    def own_replicator(self, replicator: Replicator) -> Replicator:
+        """Stop ``replicator`` when the environment closes, unless it is not the plugin's
+        to stop (``controllable`` False: an external replicator)."""
+        return self.own(replicator) if replicator.controllable else replicator  # type: ignore[no-any-return]
+
     def close(self) -> None:
         """Stop everything this environment started (a private one); errors are logged."""
         for thing in reversed(self._owned):
-            if not getattr(thing, "controllable", True):  # e.g. an external replicator: not ours
-                continue
             try:
                 thing.stop()
             except Exception as exc:
@@ -128,7 +131,7 @@ class MirrorEnv:
         old = self.replicator
         old.stop()
         new = self._replacement(self.releases[release])
-        self.own(new)
+        self.own_replicator(new)
         self.replicator = new
         new.start()
         return new
@@ -181,8 +184,8 @@ class MirrorEnv:
                              f"without a flow between them yet (add_cluster() a further one first)")
         assert self._new_flow is not None
         replicator = self._new_flow(clusters[source], clusters[target], (source, target))
-        self.own(replicator)
-        if self._closes_loop(source, target) and not getattr(replicator, "detects_cycles", False):
+        self.own_replicator(replicator)
+        if self._closes_loop(source, target) and not replicator.detects_cycles:
             warnings.warn(PytestKafkaMirrorWarning(
                 f"add_flow({source!r}, {target!r}) closes a loop of flows and {replicator.spec} has no cycle detection "
                 "(MM2 and the reference mirror have it under DefaultReplicationPolicy only): every record will go "
@@ -250,9 +253,8 @@ def build_private_env(
                 if "," in cluster.bootstrap_servers:
                     log.warning("no %s link: the cluster has several bootstrap servers", role)
                     continue
-                endpoint = getattr(cluster, "link_listener", None)
                 link = own(Link(role, cluster.bootstrap_servers, workdir / "links",
-                                listener=endpoint() if callable(endpoint) else None)).start()
+                                listener=cluster.link_listener())).start()
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
         releases = {"current": session.settings.replicator,
@@ -260,7 +262,7 @@ def build_private_env(
         replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",
                                              extra_properties=extra_properties, spec=releases[release],
                                              aliases=("source", "target"))
-        own(replicator).start()
+        (own(replicator) if replicator.controllable else replicator).start()
     except BaseException:
         MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
         raise
@@ -270,7 +272,7 @@ def build_private_env(
         # positions live there), and the same state (MM2's Connect group, MM1's group)
         return session.make_replicator(via["source"], via["target"], workdir / "replicator",
                                        extra_properties=extra_properties, spec=spec,
-                                       instance=getattr(replicator, "instance", None), aliases=("source", "target"))
+                                       instance=replicator.instance, aliases=("source", "target"))
 
     def new_cluster(role: str) -> Cluster:
         return session.make_cluster(role, workdir / role)

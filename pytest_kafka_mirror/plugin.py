@@ -337,7 +337,7 @@ def replicator(
         yield rep
     finally:
         session.pool = None
-        if getattr(rep, "controllable", True):  # external: not ours to stop
+        if rep.controllable:  # external: not ours to stop
             rep.stop()
         _delete_session_topics(session, source_cluster, target_cluster, rep)
 
@@ -470,7 +470,7 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             except ReplicatorError as exc:
                 _fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}")
             env = MirrorEnv(source, target, own, topic_prefix=dedicated[0])
-            env.own(own)
+            env.own_replicator(own)
             try:
                 own.start()
             except ReplicatorError as exc:
@@ -513,8 +513,7 @@ def _check_shared_replicator(request: pytest.FixtureRequest, session: KafkaMirro
     again what broke it, e.g. a record it cannot carry), and the replicator is restarted
     before the next test that needs it."""
     rep = env.replicator
-    health = getattr(rep, "health", None)
-    problem = health() if callable(health) else ""
+    problem = rep.health()
     if not problem:
         return
     topics = sorted(getattr(request.node.funcargs.get("mirror_topics"), "created", {}) or ())

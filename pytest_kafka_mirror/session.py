@@ -154,12 +154,7 @@ class KafkaMirrorSession:
         cluster = make_cluster(role, spec, workdir, options)
         client = s.source_client if role == "source" else s.target_client
         if client:
-            set_props = getattr(cluster, "set_client_properties", None)
-            if set_props is None:
-                from .clusters import ClusterError
-
-                raise ClusterError(f"the {role} cluster ({spec}) takes no client properties")
-            set_props(client)
+            cluster.set_client_properties(client)
         return cluster
 
     def worker_topic_prefix(self) -> str:
@@ -659,18 +654,16 @@ class MirrorFailover:
                  settings: Any = None) -> FailoverReport:
         __tracebackhide__ = True
         replicator = self.replicator_of(run)
-        settings = settings or getattr(replicator, "checkpoints", None)
+        settings = settings or replicator.checkpoints
         if settings is None:
             import pytest
 
-            why = getattr(replicator, "no_translation", None)
-            if why:
-                pytest.skip(f"failover checks: {why}")
+            if replicator.no_translation:
+                pytest.skip(f"failover checks: {replicator.no_translation}")
             pytest.skip(f"failover checks: the replicator {replicator.spec} does not say how it translates "
                         "consumer-group offsets; pass mirror_failover(run, settings=MM2_DEFAULTS.with_properties("
                         "{...})[0]) (from pytest_kafka_mirror.replicators import MM2_DEFAULTS)")
-        report = run.failover(settings, wait=wait, reset=reset,
-                              emitter=getattr(replicator, "heartbeat_emitter", None))
+        report = run.failover(settings, wait=wait, reset=reset, emitter=replicator.heartbeat_emitter)
         index = len(self.reports)
         path = self.session.report_path(self.nodeid, index)
         path = path.with_name(path.stem + "-failover.json")

@@ -84,7 +84,7 @@ def test_compacted_topic(mirror_env, mirror_topics, mirror_producer, mirror_veri
     report.assert_ok()
     _check_keys(report, run)
     rep = mirror_env.replicator
-    if source_policy == "compact" and not getattr(rep, "no_config_sync", None):
+    if source_policy == "compact" and not rep.no_config_sync:
         assert remote_policy == "compact", (
             f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r} after {CONFIG_TIMEOUT_S} s; the "
             f"source topic has compact: its remote topic keeps every old value (and consumers of it see them)")
@@ -179,13 +179,13 @@ def test_compacted_backlog(mirror_env, mirror_faults, mirror_topics, mirror_prod
     assert removed > 0, (f"the source did not compact {topic} in {COMPACT_TIMEOUT_S} s ({backoff}): "
                          f"{acked} records of ours still there")
 
-    remote_policy = None if getattr(rep, "no_config_sync", None) else _remote_policy(mirror_env, topic)
+    remote_policy = None if rep.no_config_sync else _remote_policy(mirror_env, topic)
 
     report = mirror_verifier(run)
 
     report.assert_ok()
     _check_keys(report, run)
-    if not getattr(rep, "no_config_sync", None):
+    if not rep.no_config_sync:
         assert remote_policy == "compact", f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r}"
     assert report.compacted_away >= removed, (
         f"{removed} records were gone from the source before the replicator resumed, yet only "

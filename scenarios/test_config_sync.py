@@ -99,7 +99,7 @@ def _wait_for(cluster, topic: str, done, timeout: float = SYNC_TIMEOUT_S):
 
 def _skip_unless_defaults_told_apart(mirror_env) -> None:
     rep = mirror_env.replicator
-    if getattr(rep, "no_config_sync", None):
+    if rep.no_config_sync:
         pytest.skip(f"topic config sync: {rep.no_config_sync}")
     for side, cluster in (("source", mirror_env.source), ("target", mirror_env.target)):
         missing = cluster.capabilities().missing("topic_config_defaults")
@@ -111,7 +111,7 @@ def _skip_unless_defaults_told_apart(mirror_env) -> None:
 @pytest.mark.kafka_mirror(replicator_properties={"sync.topic.configs.interval.seconds": str(INTERVAL_S)})
 def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
     rep = mirror_env.replicator
-    if getattr(rep, "no_config_sync", None):
+    if rep.no_config_sync:
         pytest.skip(f"topic config sync: {rep.no_config_sync}")
     [topic] = mirror_topics(1, partitions=2)
     remote = rep.target_topic(topic)
@@ -191,7 +191,7 @@ def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, 
     """``use.defaults.from=source`` (Kafka's ``testReplicateSourceDefault``)."""
     _skip_unless_defaults_told_apart(mirror_env)
     rep = mirror_env.replicator
-    release = getattr(rep, "release", None)
+    release = rep.release
     if release is not None and (release.version or (0,)) < (3, 5):
         pytest.skip(f"use.defaults.from: MirrorMaker 2 of Kafka 3.5 or later (KIP-894), not {rep.spec}")
     [topic] = mirror_topics(1, partitions=2)

@@ -72,9 +72,9 @@ class _ActiveMember:
 
 def _sync_settings(rep):
     """The replicator's checkpoint settings; a skip with the reason where it syncs no groups."""
-    settings = getattr(rep, "checkpoints", None)
+    settings = rep.checkpoints
     if settings is None or not settings.sync_group_offsets:
-        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not sync groups'}")
+        pytest.skip(f"group offset sync: {rep.no_translation or f'{rep.spec} does not sync groups'}")
     return settings
 
 
@@ -101,7 +101,7 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
     offsets = {(topic, int(p)): o for p, o in end["offsets"][topic].items()}
     active_group = f"{idle.group}-active"
     reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [idle.group, active_group],
-                          getattr(rep, "heartbeat_emitter", None))
+                          rep.heartbeat_emitter)
     try:
         synced_at = _await_sync(reader, idle.group, remote, len(offsets))
         run.record_figure("group_sync_s", None if synced_at is None else synced_at - end["time_us"] / 1e6,
@@ -181,7 +181,7 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
     [group] = run.witness_logs()
     end = {int(p): o for p, o in group.commits[-1]["offsets"][topic].items()}
     reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [group.group],
-                          getattr(rep, "heartbeat_emitter", None))
+                          rep.heartbeat_emitter)
     try:
         at_end, before = _await_checkpoints(reader, group.group, remote, end)
         assert at_end is not None, f"{group.group} at the end {end} was not checkpointed in {SYNC_TIMEOUT_S} s: {before}"

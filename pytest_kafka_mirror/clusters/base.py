@@ -97,10 +97,54 @@ class Capabilities:
 
 @runtime_checkable
 class Cluster(Protocol):
-    """A Kafka-protocol cluster the plugin produces to or consumes from."""
+    """A Kafka-protocol cluster the plugin produces to or consumes from.
+
+    Every backend inherits :class:`KafkaAdminMixin`, which gives the defaults of the
+    attributes and methods below (each says its own); the plugin reads them directly.
+    """
 
     name: str
     spec: str
+
+    @property
+    def flavour(self) -> str:
+        """The broker implementation when it matters to a client (``tansu``: MM2 and the
+        reference mirror bound their fetch waits and take topic configs from the source);
+        default ``""``."""
+        ...
+
+    @property
+    def replication_factor(self) -> int:
+        """Of every topic the plugin (or a replicator) creates here; default -1: the
+        broker's ``default.replication.factor``."""
+        ...
+
+    @property
+    def client_properties(self) -> Mapping[str, str]:
+        """librdkafka properties of every client of it besides ``bootstrap.servers``
+        (security); default none."""
+        ...
+
+    @property
+    def created_topics(self) -> list[str] | None:
+        """The topics this process created here, kept by clusters the plugin did not start
+        (``bootstrap:``), whose session deletes them at its end; default None: not kept."""
+        ...
+
+    def set_client_properties(self, props: Mapping[str, str] | None) -> None:
+        """Put the user's client properties over the backend's own (before it starts)."""
+        ...
+
+    def client_config(self) -> dict[str, Any]:
+        """The whole librdkafka configuration of a client of it: bootstrap servers and
+        :attr:`client_properties`."""
+        ...
+
+    def link_listener(self) -> tuple[int, int] | None:
+        """(P, Q) when a faultable link in front of it needs a listener of the broker's own:
+        the broker listens on Q for the link and advertises P, where the link listens
+        (``kafka:V``); default None: the link forwards to the bootstrap address as it is."""
+        ...
 
     @property
     def bootstrap_servers(self) -> str: ...
@@ -209,6 +253,13 @@ class KafkaAdminMixin:
     #: the topics this process created here, kept only by clusters the plugin did not start
     #: (``bootstrap:``, which sets a list): the session deletes them at its end
     created_topics: list[str] | None = None
+    #: the broker implementation when it matters to a client (``tansu``); "" otherwise
+    flavour: str = ""
+
+    def link_listener(self) -> tuple[int, int] | None:
+        """None: a link in front of this cluster forwards to its bootstrap address as it is
+        (see :meth:`Cluster.link_listener`)."""
+        return None
 
     def set_client_properties(self, props: Mapping[str, str] | None) -> None:
         """Put the user's properties over the backend's own (before the cluster starts)."""

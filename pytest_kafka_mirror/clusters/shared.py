@@ -94,10 +94,10 @@ class ShareDir:
                     "role": role, "spec": cluster.spec, "bootstrap_servers": cluster.bootstrap_servers,
                     "capabilities": caps, "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
                     # what a replicator's configuration depends on (replicators/mm2.py)
-                    "flavour": "tansu" if cluster.spec == "tansu" else getattr(cluster, "flavour", ""),
-                    "replication_factor": getattr(cluster, "replication_factor", -1),
+                    "flavour": cluster.flavour,
+                    "replication_factor": cluster.replication_factor,
                     # its clients' properties (a secured backend's generated credentials): the file is 0600
-                    "client_properties": dict(getattr(cluster, "client_properties", {})),
+                    "client_properties": dict(cluster.client_properties),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}

@@ -99,6 +99,7 @@ class TansuCluster(KafkaAdminMixin):
     def __init__(self, name: str, workdir: str | os.PathLike[str], *, startup_timeout: float = 20.0) -> None:
         self.name = name
         self.spec = "tansu"
+        self.flavour = "tansu"
         self.workdir = Path(workdir)
         self.startup_timeout = startup_timeout
         self.cluster_id = f"{re.sub(r'[^A-Za-z0-9_-]', '-', name)}-{uuid.uuid4().hex[:8]}"

@@ -79,12 +79,16 @@ def test_a_session_of_failover_checks_only(tmp_path: Path) -> None:
 # mirror_failover(run) to the controller's summary, session.json, the stored run and the gate.
 FAKE_ENV = """
 import os, types, pytest
+from pytest_kafka_mirror.replicators.base import ReplicatorBase
 from tests.stored import sample_failover_report
+
+class FakeReplicator(ReplicatorBase):
+    spec = "fake"
+    checkpoints = object()  # it says how it translates offsets (the report is made up anyway)
 
 @pytest.fixture
 def mirror_env():
-    replicator = types.SimpleNamespace(checkpoints=object(), spec="fake", heartbeat_emitter=None)
-    return types.SimpleNamespace(replicator=replicator, extra_flows={})
+    return types.SimpleNamespace(replicator=FakeReplicator(), extra_flows={})
 
 class FakeRun:
     replicator = None  # produced on the test's own flow

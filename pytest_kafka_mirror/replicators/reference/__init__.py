@@ -23,7 +23,7 @@ from pathlib import Path
 from ...processes.managed import ManagedProcess, wait_until
 from ...rundir import write_json_atomic
 from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
-from ..base import NamingPolicy, ReplicatorError
+from ..base import NamingPolicy, ReplicatorBase, ReplicatorError
 from .behaviour import Behaviour
 from .knobs import FaultLedger, Knobs
 from .policy import AliasPolicy, policy_kind
@@ -60,7 +60,7 @@ def _naming(policy: AliasPolicy, explicit: NamingPolicy | None) -> NamingPolicy:
     return derived
 
 
-class ReferenceReplicator:
+class ReferenceReplicator(ReplicatorBase):
     """Controls one reference-mirror process between two clusters.
 
     ``topics`` is a regex over source topic names; topics created later that match it are
@@ -285,6 +285,10 @@ class ReferenceReplicator:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.running
+
+    @property
+    def paused(self) -> bool:
+        return self.process is not None and self.process.paused
 
     def logs(self, lines: int = 50) -> str:
         return self.process.log_tail(lines) if self.process else ""
