@@ -688,7 +688,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     s = session.config.stash.get(SESSION_KEY, None)
     try:
         if s is not None:
-            s.stop_spark()  # bounded, also after Ctrl-C (verify/session.py)
+            s.stop_spark()  # bounded, also after Ctrl-C (verify/spark.py)
     finally:
         if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
             # Clusters and the Spark Connect server the workers shared (clusters/shared.py,

@@ -237,7 +237,7 @@ class KafkaMirrorSession:
         if self.spark is not None and not getattr(self.spark, "is_stopped", False):
             return self.spark
         from .verify import get_spark
-        from .verify.session import running_local_session
+        from .verify.spark import running_local_session
 
         kind, where = self.spark_plan(self.share is not None)
         running = running_local_session()

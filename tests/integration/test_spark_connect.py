@@ -65,7 +65,7 @@ def _zoo(run_dir: Path) -> Path:
 VERIFY_THROUGH = """
 import json, sys
 from pytest_kafka_mirror.verify import get_spark, stop_spark, verify_run
-from pytest_kafka_mirror.verify.session import _spark_children
+from pytest_kafka_mirror.verify.spark import _spark_children
 report = verify_run(sys.argv[1], master=sys.argv[2], write_report=False)
 assert _spark_children() == set(), "a JVM in the client process"
 stop_spark()
@@ -103,7 +103,7 @@ SCENARIO = textwrap.dedent(
     """
     import json, os, pathlib, signal, time, pytest
     from pytest_kafka_mirror.plugin import SESSION_KEY
-    from pytest_kafka_mirror.verify.session import local_session_running
+    from pytest_kafka_mirror.verify.spark import local_session_running
 
     @pytest.mark.parametrize("i", range(4))
     def test_verify(request, i):
@@ -169,7 +169,7 @@ from pytest_kafka_mirror.clusters.shared import ShareDir
 from pytest_kafka_mirror.config import resolve_settings
 from pytest_kafka_mirror.session import KafkaMirrorSession
 from pytest_kafka_mirror.verify import get_spark, stop_spark
-from pytest_kafka_mirror.verify.session import _is_remote
+from pytest_kafka_mirror.verify.spark import _is_remote
 
 share = ShareDir(Path(sys.argv[1]), os.getpid())
 session = KafkaMirrorSession(resolve_settings({}, lambda key: None, {}))
@@ -235,7 +235,7 @@ def test_a_local_session_starts_in_a_child_of_a_spark_connect_client() -> None:
     code = (
         "import os\n"
         "from pytest_kafka_mirror.verify import get_spark, stop_spark\n"
-        "from pytest_kafka_mirror.verify.session import _is_remote\n"
+        "from pytest_kafka_mirror.verify.spark import _is_remote\n"
         "spark = get_spark('local[1]')\n"
         "print(_is_remote(spark), spark.range(4).count(), 'SPARK_CONNECT_MODE_ENABLED' in os.environ)\n"
         "stop_spark()\n"
