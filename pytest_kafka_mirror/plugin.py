@@ -17,7 +17,8 @@ import pytest
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
 from .report.storage import VERIFICATION
 from .report.summary import RESULTS_ATTR, SPOOL_KEY, SessionReporting
-from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
+from .facades import MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier
+from .session import KafkaMirrorSession, worker_id
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -90,7 +91,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
     workerinput = getattr(config, "workerinput", None)
-    # One id for every process of the run (xdist's testrunuid): see session.note_report_files.
+    # One id for every process of the run (xdist's testrunuid): see rundir.note_report_files.
     run_uid = (workerinput or {}).get("testrunuid") or getattr(config.option, "testrunuid", None)
     session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings, session_id=run_uid)
     if workerinput is not None:
@@ -193,7 +194,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     st = s.settings
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
-    spark = s.spark_description(_is_xdist_controller(config))
+    spark = s.spark.describe(_is_xdist_controller(config))
     # naming only when given: unset, each replicator names topics its own way (MM2 by its
     # replication policy, external:POLICY by its spec), which "naming=identity" would belie
     naming = f" naming={st.naming}" if st.sources.get("naming", "default") != "default" else ""
@@ -377,7 +378,7 @@ def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, sour
     that share this replicator, before it starts (``provisioning.py``)."""
     from .clusters import ClusterError
     from .provisioning import TopicPool, declarations, resolve_mode
-    from .session import topic_names
+    from .facades import topic_names
 
     if resolve_mode(session.settings.topic_provisioning, rep) != "session":
         return None
@@ -451,7 +452,10 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     dedicated = _dedicated(request)
     if _wants_private(request):
         try:
-            env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"),
+            s = session.settings
+            env = build_private_env(session.make_cluster, session.make_replicator,
+                                    {"current": s.replicator, "previous": s.upgrade_from or s.replicator},
+                                    tmp_path_factory.mktemp("kafka-mirror-env"),
                                     extra_properties=dedicated[1] if dedicated else (),
                                     release=_marker_overrides(request).get("release", "current"))
         except (ClusterError, ReplicatorError, FaultError) as exc:

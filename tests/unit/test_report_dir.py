@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.session import WRITTEN_LIST, note_report_files
+from pytest_kafka_mirror.rundir import WRITTEN_LIST, note_report_files
 from tests.stored import sample_report
 
 RECORDING = """
