@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
-from .report.storage import VERIFICATION
-from .report.summary import RESULTS_ATTR, SPOOL_KEY, SessionReporting
 from .facades import MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier
+from .report.storage import VERIFICATION
+from .report.summary import RESULTS_ATTR, SPOOL_KEY
+from .results import ResultsPlugin
 from .session import KafkaMirrorSession, worker_id
 
 if TYPE_CHECKING:
@@ -112,7 +113,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session.progress_spool = ProgressSpool(workerinput[PROGRESS_KEY], worker_id())
     elif not config.getoption("help", False):
-        reporting = SessionReporting(config, session)
+        reporting = ResultsPlugin(config, session)
         reporting.start()  # baseline and metrics errors fail here, before any cluster starts
         config.pluginmanager.register(reporting, "kafka-mirror-reporting")
         if not config.getoption("collectonly", False):
@@ -209,7 +210,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
             lines.append(f"kafka-mirror: {role} client properties: {shown}")
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
-    if isinstance(reporting, SessionReporting) and reporting.header():
+    if isinstance(reporting, ResultsPlugin) and reporting.header():
         lines.append(reporting.header())
     return lines
 
@@ -377,8 +378,8 @@ def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, sour
     """In session topic provisioning: create every declared topic of the session's tests
     that share this replicator, before it starts (``provisioning.py``)."""
     from .clusters import ClusterError
-    from .provisioning import TopicPool, declarations, resolve_mode
     from .facades import topic_names
+    from .provisioning import TopicPool, declarations, resolve_mode
 
     if resolve_mode(session.settings.topic_provisioning, rep) != "session":
         return None
@@ -657,7 +658,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _attach_results(item: pytest.Item, report: pytest.TestReport, results: list[TestResult]) -> None:
     """Put the verifications and failover checks made since the last phase on this phase's report.
 
-    xdist serialises a report's attributes to the controller, where ``report/summary.py``
+    xdist serialises a report's attributes to the controller, where ``results.py``
     collects them: that is how results of every worker reach one summary and one stored
     run.  A verification's figures also become JUnit XML properties (``kafka_mirror.FIGURE``,
     or ``kafka_mirror[N].FIGURE`` for a test's N-th further verification); junitxml reads

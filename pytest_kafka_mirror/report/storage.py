@@ -42,10 +42,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ..config import Settings
+from typing import Any
 
 __all__ = [
     "FAILOVER",
@@ -201,7 +198,7 @@ def _library_versions() -> dict[str, str | None]:
 def build_run(
     results: Iterable[TestResult],
     *,
-    settings: Settings | None = None,
+    settings: Mapping[str, Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
     now: datetime | None = None,
     machine_info: Mapping[str, Any] | None = None,
@@ -209,7 +206,8 @@ def build_run(
     plugin: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The stored-run document of a session.  The keyword arguments exist for tests and
-    tools that rebuild a document; a session passes only results, settings and metadata."""
+    tools that rebuild a document; a session passes only results, settings and metadata.
+    ``settings``: the specs and defaults that shape the figures (``config.Settings.stored()``)."""
     when = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return {
         "version": STORED_RUN_VERSION,
@@ -217,24 +215,9 @@ def build_run(
         "machine_info": dict(machine_info if machine_info is not None else get_machine_info()),
         "commit_info": dict(commit_info if commit_info is not None else get_commit_info()),
         "plugin": dict(plugin if plugin is not None else _library_versions()),
-        "settings": _settings_dict(settings) if settings is not None else {},
+        "settings": dict(settings or {}),
         "metadata": dict(metadata or {}),
         "results": {r.key: r.to_dict() for r in results},
-    }
-
-
-def _settings_dict(settings: Settings) -> dict[str, Any]:
-    """The specs and defaults that shape the figures (not where files go)."""
-    return {
-        "source": str(settings.source),
-        "target": str(settings.target),
-        "replicator": str(settings.replicator),
-        "naming": str(settings.naming),
-        "spark_master": settings.spark_master,
-        "format": settings.format,
-        "message_size": settings.message_size,
-        "drain_timeout": settings.drain_timeout,
-        "settle": settings.settle,
     }
 
 

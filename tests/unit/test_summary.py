@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pytest_kafka_mirror.config import resolve_settings
-from pytest_kafka_mirror.report.summary import RESULTS_ATTR, SessionReporting
+from pytest_kafka_mirror.report.summary import RESULTS_ATTR
+from pytest_kafka_mirror.results import ResultsPlugin
 from tests.golden import assert_golden
 from tests.stored import sample_failover_report, sample_failover_result, sample_report, sample_result
 
@@ -29,12 +30,12 @@ class _Terminal:
         self.lines.append(line)
 
 
-def _reporting(tmp_path: Path) -> SessionReporting:
+def _reporting(tmp_path: Path) -> ResultsPlugin:
     settings = resolve_settings({}, lambda key: None, {}, rootdir=tmp_path)
-    return SessionReporting(None, SimpleNamespace(settings=settings, closing_notes=[]))  # type: ignore[arg-type]
+    return ResultsPlugin(None, SimpleNamespace(settings=settings, closing_notes=[]))  # type: ignore[arg-type]
 
 
-def _deliver(reporting: SessionReporting, *results: Any) -> None:
+def _deliver(reporting: ResultsPlugin, *results: Any) -> None:
     """As xdist hands the controller a test report carrying its results."""
     payload = [{"key": r.key, **r.to_dict()} for r in results]
     reporting.pytest_runtest_logreport(SimpleNamespace(**{RESULTS_ATTR: payload}))  # type: ignore[arg-type]
