@@ -13,6 +13,7 @@ import importlib
 import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -53,41 +54,41 @@ def _modules() -> dict[str, tuple[Path, bool]]:
     return mods
 
 
-def _type_checking_lines(tree: ast.Module) -> set[int]:
-    """Lines inside ``if TYPE_CHECKING:`` blocks (types only, never imported at run time)."""
-    lines: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
-    return lines
+def _imports_of(source: str, mod: str, is_pkg: bool, mods: Iterable[str]) -> set[str]:
+    """The modules of ``mods`` that the module ``mod`` (its ``source``) imports: at the top,
+    in functions, and under ``if TYPE_CHECKING:`` too.  A types-only import is still a
+    dependency a reader follows (and a static import reader draws), so it obeys the layers
+    and closes circles like any other; none is needed upward today, so there is no exception."""
+    known = set(mods)
+    deps: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                deps.add(sub if sub in known else target)
+        elif isinstance(node, ast.Import):
+            deps.update(a.name for a in node.names)
+    return {d for d in deps if d in known and d != mod}
 
 
 def _imports() -> dict[str, set[str]]:
-    """Module -> the package's modules it imports at run time (top level and in functions)."""
+    """Module -> the package's modules it imports (see :func:`_imports_of`)."""
     mods = _modules()
-    graph: dict[str, set[str]] = {}
-    for mod, (path, is_pkg) in mods.items():
-        tree = ast.parse(path.read_text())
-        skip = _type_checking_lines(tree)
-        deps: set[str] = set()
-        for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skip:
-                continue
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
-                for alias in node.names:
-                    sub = f"{target}.{alias.name}"
-                    deps.add(sub if sub in mods else target)
-            elif isinstance(node, ast.Import):
-                deps.update(a.name for a in node.names)
-        graph[mod] = {d for d in deps if d in mods and d != mod}
-    return graph
+    return {mod: _imports_of(path.read_text(), mod, is_pkg, mods) for mod, (path, is_pkg) in mods.items()}
+
+
+def test_types_only_imports_count() -> None:
+    source = ("from typing import TYPE_CHECKING\n"
+              "if TYPE_CHECKING:\n    from ..session import KafkaMirrorSession\n"
+              "def f():\n    from .storage import TestResult\n")
+    mods = {f"{PKG}.session", f"{PKG}.report.storage", f"{PKG}.report.summary"}
+    assert _imports_of(source, f"{PKG}.report.summary", False, mods) == {f"{PKG}.session", f"{PKG}.report.storage"}
 
 
 def _layer(mod: str) -> int:
