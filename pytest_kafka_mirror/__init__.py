@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._moved import install as _install_moved
 from ._warnings import PytestKafkaMirrorWarning
 from .capture.witness import Witness, witness
 from .clusters import Capabilities, Cluster, ClusterError
@@ -22,8 +21,6 @@ if TYPE_CHECKING:
     from .verify import MirrorMismatchError, MirrorReport, verify_run
 
 __version__ = "0.1.0"
-
-_install_moved()  # the module paths from before the per-stage layout keep working
 
 __all__ = [
     "Capabilities",

@@ -1,6 +1,5 @@
 """The package's layout is the pipeline: layers that import only downwards, no circles,
-functions that fit on a screen or two, old import paths that still work, and a
-CONTRIBUTING map that lists every module.
+functions that fit on a screen or two, and a CONTRIBUTING map that lists every module.
 
 These read the source (``ast``), so they are exact and fast; they fail with the import,
 the function or the module that breaks the rule.
@@ -9,17 +8,11 @@ the function or the module that breaks the rule.
 from __future__ import annotations
 
 import ast
-import importlib
 import re
-import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-import pytest
-
 import pytest_kafka_mirror
-from pytest_kafka_mirror._moved import MOVED
 
 PKG_DIR = Path(pytest_kafka_mirror.__file__).parent
 PKG = PKG_DIR.name
@@ -29,7 +22,7 @@ ROOT = PKG_DIR.parent
 #: The first entry are leaves every stage shares (the run directory contract, the warning
 #: class, librdkafka logging, the hook specs); the last is the pytest layer and the CLI.
 LAYERS: list[set[str]] = [
-    {"rundir", "_warnings", "_kafkalog", "_clientconf", "hookspec", "_moved"},
+    {"rundir", "_warnings", "_kafkalog", "_clientconf", "hookspec"},
     {"processes"},
     {"clusters"},
     {"produce"},
@@ -159,28 +152,6 @@ def test_no_function_is_longer_than_two_screens() -> None:
 def test_the_package_root_holds_only_the_pytest_layer_and_shared_leaves() -> None:
     root_modules = {p.stem for p in PKG_DIR.glob("*.py")} - {"__init__"}
     assert root_modules <= LAYERS[0] | LAYERS[-1], sorted(root_modules - (LAYERS[0] | LAYERS[-1]))
-
-
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_an_old_import_path_still_works_and_names_the_new_one(old: str) -> None:
-    # A fresh interpreter: in this one the old name may already be cached.
-    code = (
-        "import warnings, importlib\n"
-        "with warnings.catch_warnings(record=True) as w:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    old = importlib.import_module('{PKG}.{old}')\n"
-        f"new = importlib.import_module('{PKG}.{MOVED[old]}')\n"
-        "assert old is new, (old, new)\n"
-        "print([str(x.message) for x in w if issubclass(x.category, DeprecationWarning)])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert f"{PKG}.{old} moved to {PKG}.{MOVED[old]}" in out.stdout
-
-
-def test_old_paths_lead_to_real_modules() -> None:
-    for new in MOVED.values():
-        importlib.import_module(f"{PKG}.{new}")
 
 
 def test_contributing_maps_every_module() -> None:
