@@ -7,7 +7,7 @@ the replicator and each cluster, all stopped when the test ends.  Killing that
 replicator or restarting those brokers cannot disturb any other test, on this worker or
 another.
 
-A private environment can grow into a topology (issue 25): :meth:`MirrorEnv.add_cluster`
+A private environment can grow into a topology: :meth:`MirrorEnv.add_cluster`
 starts a further cluster (``"third"``), :meth:`MirrorEnv.add_flow` a further replicator
 between two of its clusters (the reverse flow ``target -> source`` of an active-active
 pair, a second target of a fan-out, a second source of a fan-in).  Each flow's

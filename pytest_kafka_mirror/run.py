@@ -20,7 +20,7 @@ the replicator (``replicators/_readiness.py``): latency is measured from readine
 the replicator's discovery time is a figure of its own (``RUN_DIR/readiness.json``, the
 report's ``discovery``).
 
-Topologies (issue 25): :meth:`MirrorRun.also_capture` captures the same records on a
+Topologies: :meth:`MirrorRun.also_capture` captures the same records on a
 second target (a fan-out: one producer, one run directory and one verification per
 target); ``produce(source_bootstrap=..., replicator=...)`` adds a producer on another
 source cluster whose replicator writes into the same target topics (a fan-in under

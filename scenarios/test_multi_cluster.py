@@ -1,4 +1,4 @@
-"""Several clusters and flows at once: active-active, fan-out, fan-in (issue 25).
+"""Several clusters and flows at once: active-active, fan-out, fan-in.
 
 Each test has a private environment (its own clusters and replicator, ``source -> target``)
 and grows it: ``mirror_env.add_cluster("third")`` starts a third cluster of the target's

@@ -1,4 +1,4 @@
-"""Client properties of a cluster (issue 26): parsing, options, registry, masking, Java names."""
+"""Client properties of a cluster: parsing, options, registry, masking, Java names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Topologies of several clusters and flows (issue 25): the pieces under scenarios/test_multi_cluster.py.
+"""Topologies of several clusters and flows: the pieces under scenarios/test_multi_cluster.py.
 
 The reverse flow of an active-active pair as MirrorMaker 2 gets it (aliases swapped, a
 filter that takes the remote topics), the reference mirror's model of MM2's cycle
