@@ -33,6 +33,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_BOUNDS",
     "WRITTEN_LIST",
+    "WRITTEN_LOCK",
     "CAPTURE_DIR",
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
@@ -66,6 +67,8 @@ DEFAULT_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2
 #: In the report directory: the session that wrote its reports, then every file it wrote
 #: there, one name a line (index.html links only these; see :func:`note_report_files`).
 WRITTEN_LIST = ".kafka-mirror-written"
+#: Beside it: the lock of the processes of a session that write to the report directory.
+WRITTEN_LOCK = ".kafka-mirror-written.lock"
 
 #: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
 #: (the capture maps target names back); identification columns are null for records
@@ -238,13 +241,12 @@ def note_report_files(report_dir: Path, session_id: str, paths: Iterable[Path] =
     others only add their names.  Call it before writing (it may remove a file of the
     same name) and again with the paths written.
     """
-    import fcntl
+    from filelock import FileLock
 
     report_dir.mkdir(parents=True, exist_ok=True)
     header = f"session {session_id}"
     removed: list[Path] = []
-    with open(report_dir / WRITTEN_LIST, "a+", encoding="utf-8") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+    with FileLock(report_dir / WRITTEN_LOCK), open(report_dir / WRITTEN_LIST, "a+", encoding="utf-8") as f:
         f.seek(0)
         lines = f.read().splitlines()
         if lines[:1] != [header]:

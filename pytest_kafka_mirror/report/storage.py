@@ -35,14 +35,14 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 __all__ = [
     "FAILOVER",
@@ -267,19 +267,9 @@ def autosave_name(commit_info: Mapping[str, Any], now: datetime | None = None) -
 # -- the directory ------------------------------------------------------------------------------
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> FileLock:
     """An exclusive lock on ``path`` (created if missing), across processes and threads."""
-    with path.open("a+") as fh:
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
-            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
-        yield
+    return FileLock(path)
 
 
 class FileStorage:

@@ -30,10 +30,11 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock
 
 from ..processes.managed import ManagedProcess, detached, tcp_reachable
 
@@ -295,14 +296,9 @@ def _read(path: Path, start: int = 0) -> str:
 _ENDPOINT, _LOCK = "spark-connect.json", "spark-connect.lock"
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    import fcntl
-
+def _locked(path: Path) -> FileLock:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
-        yield
+    return FileLock(path)
 
 
 def shared_server(share: ShareDir, *, master: str = "local[2]", timeout: float = 60.0,
