@@ -292,7 +292,9 @@ def _owner_alive(owner: str) -> bool:
         return True  # another machine sharing the engine: leave its containers alone
     if boot != _boot_id():
         return False
-    return Path(f"/proc/{pid}").exists()
+    import psutil
+
+    return pid.isdigit() and psutil.pid_exists(int(pid))
 
 
 def reap_orphans() -> list[str]:

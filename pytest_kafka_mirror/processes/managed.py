@@ -67,11 +67,13 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie child of ours (not reaped yet) is dead for our purposes.
+    import psutil
+
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
+        zombie = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    if state == "Z":
+    if zombie:
         try:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:

@@ -443,23 +443,16 @@ def _kill_jvm() -> None:
 
 def _spark_children() -> set[int]:
     """Pids of this process's children that run ``spark-submit`` (the py4j gateway JVM)."""
-    me = str(os.getpid())
+    import psutil
+
     found = set()
-    try:
-        entries = list(Path("/proc").iterdir())
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
+    for child in psutil.Process().children():
         try:
-            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[1] != me:
-                continue
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError):
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:  # gone, or not ours to read
             continue
-        if b"spark-submit" in cmdline or b"org.apache.spark.deploy.SparkSubmit" in cmdline:
-            found.add(int(entry.name))
+        if "spark-submit" in cmdline or "org.apache.spark.deploy.SparkSubmit" in cmdline:
+            found.add(child.pid)
     return found
 
 

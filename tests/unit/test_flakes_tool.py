@@ -9,6 +9,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tools import flakes
@@ -205,10 +206,10 @@ def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> N
 
 def _alive(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        state = psutil.Process(pid).status()
+    except psutil.Error:
         return False
-    return state != "Z"  # a zombie waits for a reaper that a container's init may not be
+    return state != psutil.STATUS_ZOMBIE  # a zombie waits for a reaper that a container's init may not be
 
 
 def _gone(pid: int, within: float = 10.0) -> bool:
