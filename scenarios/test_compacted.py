@@ -31,10 +31,13 @@ over offset gaps, or a remote topic created without the compact policy, loses it
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
 import pytest
+
+from pytest_kafka_mirror.processes.managed import wait_until
 
 KEYS, PARTITIONS = 40, 2
 RATE, DURATION = 400, 3  # some 30 values per key
@@ -56,12 +59,15 @@ def _topic_configs(cluster, topic: str) -> dict[str, str]:
 def _remote_policy(mirror_env, topic: str) -> str | None:
     """The remote topic's cleanup.policy once it is ``compact`` (or what it has after CONFIG_TIMEOUT_S)."""
     remote = mirror_env.replicator.target_topic(topic)
-    deadline = time.monotonic() + CONFIG_TIMEOUT_S
-    while True:
-        policy = _topic_configs(mirror_env.target, remote).get("cleanup.policy")
-        if policy == "compact" or time.monotonic() > deadline:
-            return policy
-        time.sleep(0.5)
+    policy: list[str | None] = [None]
+
+    def compact() -> bool:
+        policy[0] = _topic_configs(mirror_env.target, remote).get("cleanup.policy")
+        return policy[0] == "compact"
+
+    with contextlib.suppress(TimeoutError):  # then what it has
+        wait_until(compact, CONFIG_TIMEOUT_S, f"cleanup.policy=compact on {remote}", interval=0.5)
+    return policy[0]
 
 
 def _check_keys(report, run) -> None:

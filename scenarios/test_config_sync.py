@@ -45,6 +45,7 @@ import time
 import pytest
 
 from pytest_kafka_mirror.faults import action, at
+from pytest_kafka_mirror.processes.managed import wait_until
 
 RATE = 200
 INTERVAL_S = 2
@@ -85,16 +86,20 @@ def _wait_for(cluster, topic: str, done, timeout: float = SYNC_TIMEOUT_S):
     from confluent_kafka import KafkaException
 
     seen: dict[str, tuple[str | None, int]] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def there() -> bool:
+        seen.clear()
         try:
-            seen = _described(cluster, topic)
+            seen.update(_described(cluster, topic))
         except KafkaException:  # the remote topic does not exist yet
-            seen = {}
-        if seen and done(seen):
-            return time.time(), seen
-        time.sleep(0.25)
-    return None, seen
+            return False
+        return bool(seen) and bool(done(seen))
+
+    try:
+        wait_until(there, timeout, f"the configs of {topic}", interval=0.25)
+    except TimeoutError:
+        return None, seen
+    return time.time(), seen
 
 
 def _skip_unless_defaults_told_apart(mirror_env) -> None:
@@ -125,14 +130,18 @@ def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_ve
     mirror_producer.produce(run, rate=RATE, duration=6,
                             faults=[at(2, action(f"set configs of {topic}", set_configs, kind="topology"))])
     assert set_at, f"setting the configs of {topic} failed: {run.fault_errors()}"
-    seen, synced_at = {}, None
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while time.monotonic() < deadline:
-        seen = _topic_configs(mirror_env.target, remote)
-        if seen.get("retention.ms") == RETENTION_MS:
-            synced_at = time.time()
-            break
-        time.sleep(0.25)
+    seen: dict[str, str] = {}
+
+    def synced() -> bool:
+        seen.clear()
+        seen.update(_topic_configs(mirror_env.target, remote))
+        return seen.get("retention.ms") == RETENTION_MS
+
+    try:
+        wait_until(synced, SYNC_TIMEOUT_S, f"retention.ms on {remote}", interval=0.25)
+        synced_at: float | None = time.time()
+    except TimeoutError:
+        synced_at = None
     run.record_figure("config_sync_s", None if synced_at is None else synced_at - set_at[0],
                       f"retention.ms set on {topic} -> seen on {remote}")
     time.sleep(INTERVAL_S + 1)  # one more sync: what it copies, it has copied by now

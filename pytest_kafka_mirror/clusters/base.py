@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ..processes.managed import tcp_reachable  # re-exported: the backends' readiness probe
+from ..processes.managed import (
+    tcp_reachable,  # re-exported: the backends' readiness probe
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -350,11 +353,11 @@ class KafkaAdminMixin:
         _CREATED_US[name] = time.time_ns() // 1000
         if self.created_topics is not None:
             self.created_topics.append(name)
-        deadline = time.monotonic() + self.admin_timeout
-        while self.partitions(name) != partitions:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{self.name}: topic {name!r} did not show {partitions} partitions in metadata")
-            time.sleep(0.02)
+        try:
+            wait_until(lambda: self.partitions(name) == partitions, self.admin_timeout,
+                       f"topic {name!r} to show its partitions", interval=0.02)
+        except TimeoutError:
+            raise ClusterError(f"{self.name}: topic {name!r} did not show {partitions} partitions in metadata") from None
         return name
 
     def ensure_topic(self, name: str, partitions: int = 1) -> str:
@@ -377,11 +380,11 @@ class KafkaAdminMixin:
             futures[topic].result(timeout=self.admin_timeout)
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot grow topic {topic!r} to {total} partitions: {exc}") from None
-        deadline = time.monotonic() + self.admin_timeout
-        while (self.partitions(topic) or 0) < total:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{self.name}: topic {topic!r} did not show {total} partitions in metadata")
-            time.sleep(0.02)
+        try:
+            wait_until(lambda: (self.partitions(topic) or 0) >= total, self.admin_timeout,
+                       f"topic {topic!r} to show its new partitions", interval=0.02)
+        except TimeoutError:
+            raise ClusterError(f"{self.name}: topic {topic!r} did not show {total} partitions in metadata") from None
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, or None when it does not exist."""

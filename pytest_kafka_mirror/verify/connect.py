@@ -29,14 +29,13 @@ import importlib.util
 import json
 import os
 import re
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
-from ..processes.managed import ManagedProcess, detached, tcp_reachable
+from ..processes.managed import ManagedProcess, detached, tcp_reachable, wait_until
 
 if TYPE_CHECKING:
     from ..clusters.shared import ShareDir
@@ -250,22 +249,24 @@ class ConnectServer:
         return self
 
     def _await_port(self, process: ManagedProcess, timeout: float, start: int = 0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
+        def port() -> int | None:
             found = _STARTED.search(_read(process.log_path, start))
             if found is not None and tcp_reachable("127.0.0.1", int(found.group(1))):
                 return int(found.group(1))
             if not process.running:
                 raise SparkConnectError(f"the Spark Connect server did not start: {process.describe_exit()}")
-            if time.monotonic() >= deadline:
-                tail = process.log_tail(30)
-                raise SparkConnectError(
-                    f"the Spark Connect server did not answer within {timeout:g} s (--kafka-mirror-startup-timeout); "
-                    f"log {process.log_path}" + (f", last lines:\n{tail}" if tail else " is empty")
-                    + "\nHint: a loaded machine starts a JVM slowly: raise --kafka-mirror-startup-timeout, or verify "
-                      "in each process with --kafka-mirror-spark-master local[2]."
-                )
-            time.sleep(0.1)
+            return None
+
+        try:
+            return wait_until(port, timeout, "the Spark Connect server's port", interval=0.1)
+        except TimeoutError:
+            tail = process.log_tail(30)
+            raise SparkConnectError(
+                f"the Spark Connect server did not answer within {timeout:g} s (--kafka-mirror-startup-timeout); "
+                f"log {process.log_path}" + (f", last lines:\n{tail}" if tail else " is empty")
+                + "\nHint: a loaded machine starts a JVM slowly: raise --kafka-mirror-startup-timeout, or verify "
+                  "in each process with --kafka-mirror-spark-master local[2]."
+            ) from None
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); idempotent."""

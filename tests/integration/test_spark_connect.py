@@ -5,18 +5,19 @@ gets a local session."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.verify import verify_run
 from pytest_kafka_mirror.verify.connect import ConnectServer, SparkConnectError, server_unavailable
 from tests.conftest import processes_tagged
@@ -136,9 +137,8 @@ def test_workers_share_one_server_and_it_ends_with_the_session(
     try:
         if end == "interrupt":
             cut = Path(f"{log}.cut")
-            deadline = time.monotonic() + 300
-            while not cut.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: cut.exists() or proc.poll() is not None, 300, "the session to verify", interval=0.1)
             assert cut.exists(), "the session never verified"
             jvms = [p for p in processes_tagged(tagged_env) if "org.apache.spark.deploy.SparkSubmit" in p]
             assert len(jvms) == 1 and "SparkConnectServer" in jvms[0], jvms  # one JVM for the run
