@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 from .captured import _load_capture, _Partition
 from .report import FailoverEntry, FailoverReport, _add_sync_evidence
 from .syncs import SYNC_READ_LAG_S, SeenSync, SyncHistory, _offset_syncs
-from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetReader, TargetState
+from .target import FAILOVER_FILE, RESETS, FailoverError, SeenCheckpoint, TargetState, TargetReader
 
 
 def _latest_commits(log: WitnessLog) -> dict[tuple[str, int], list[tuple[float, int]]]:
