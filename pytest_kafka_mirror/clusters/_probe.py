@@ -227,7 +227,7 @@ def probe_capabilities(
             admin.create_topics([NewTopic(topic, 1, cluster.replication_factor, config=config)], operation_timeout=10)[topic].result(timeout=15)
             created.append(topic)
             with contextlib.suppress(TimeoutError):  # the probe says what it finds
-                wait_until(lambda t=topic: cluster.partitions(t) is not None, 10, "the probe topic in metadata")
+                wait_until(lambda: cluster.partitions(topic) is not None, 10, "the probe topic in metadata")
             values[name], reasons[name] = probe(cluster, topic)
         except Exception as exc:
             msg = exc.args[0] if exc.args else exc

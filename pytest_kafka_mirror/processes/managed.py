@@ -145,7 +145,7 @@ def live_processes() -> list[ManagedProcess]:
 
 
 def wait_until(
-    predicate: Callable[[], T],
+    predicate: Callable[[], T | None],
     timeout: float,
     what: str,
     *,

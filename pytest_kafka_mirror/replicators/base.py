@@ -188,8 +188,6 @@ class ReplicatorBase:
     naming: NamingPolicy = NamingPolicy()
     label: str = ""
     controllable: bool = True
-    rebalances_on_new_topics: bool = True
-    detects_cycles: bool = False
     checkpoints: CheckpointSettings | None = None
     no_translation: str | None = None
     no_config_sync: str | None = None
@@ -198,7 +196,19 @@ class ReplicatorBase:
     instance: str | None = None
     release: KafkaRelease | None = None
     startup_seconds: float | None = None
-    commit_interval_s: float | None = None
+
+    # read-only here, so that a backend may compute them (a property) or state them (a class attribute)
+    @property
+    def rebalances_on_new_topics(self) -> bool:
+        return True
+
+    @property
+    def detects_cycles(self) -> bool:
+        return False
+
+    @property
+    def commit_interval_s(self) -> float | None:
+        return None
 
     @property
     def running(self) -> bool:

@@ -190,6 +190,8 @@ class _Thing:
 class _Replicator(_Thing, ReplicatorBase):
     """A flow's replicator: a thing with the default capabilities (ReplicatorBase) but its cycle detection."""
 
+    detects_cycles = True  # each instance says its own (``cycles=``)
+
 
 def _env(log: list[str], fail_flow: bool = False, cycles: bool = True) -> MirrorEnv:
     made: list[tuple[str, str]] = []

@@ -81,6 +81,11 @@ class ReferenceReplicator(ReplicatorBase):
     keeps names and, like MM2, cannot tell a copy from an original.
     """
 
+    #: how often it writes its committed positions (process.py's --commit-interval)
+    commit_interval_s = 1.0
+    #: the id in its heartbeats' header (set per instance)
+    heartbeat_emitter: str
+
     def __init__(
         self,
         source_bootstrap: str,
@@ -123,8 +128,6 @@ class ReferenceReplicator(ReplicatorBase):
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
         self.heartbeat_emitter = f"reference-mirror-{uuid.uuid4().hex[:12]}"
-        #: how often it writes its committed positions (process.py's --commit-interval)
-        self.commit_interval_s = 1.0
 
     # -- fault knobs -------------------------------------------------------------------
 
