@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 __all__ = ["Figure", "RssSampler", "Section", "broker", "direct_run", "loadavg", "peak_rss_mb", "rss_mb", "slope"]
 
 
@@ -116,30 +118,28 @@ def direct_run(cluster: Any, run_dir: Path, name: str, partitions: int) -> Any:
 
 def loadavg() -> list[float]:
     try:
-        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+        return [float(x) for x in psutil.getloadavg()]
     except OSError:
         return []
 
 
-def _status_kb(pid: int, field_name: str) -> int | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        return None
-    return None
-
-
 def rss_mb(pid: int) -> float | None:
-    kb = _status_kb(pid, "VmRSS")
-    return None if kb is None else kb / 1024.0
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return None
 
 
 def peak_rss_mb(pid: int) -> float | None:
-    """Peak resident memory of a live process (VmHWM)."""
-    kb = _status_kb(pid, "VmHWM")
-    return None if kb is None else kb / 1024.0
+    """Peak resident memory of a live process (VmHWM).  Read from /proc: psutil has no peak
+    resident size on Linux (its memory_info is the current RSS only)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 class RssSampler:

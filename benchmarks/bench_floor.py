@@ -12,6 +12,7 @@ against the bare round trip on the same broker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -23,6 +24,7 @@ from typing import Any
 
 from benchmarks._common import Figure, Section, broker, direct_run, env_with_worktree, percentile
 from benchmarks.bench_capture import CONSUMER
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.produce.producer import MirrorProducer
 
 PARTITIONS = 4
@@ -58,11 +60,10 @@ def bare(cluster: Any, mode: Section, work: Path) -> dict[str, Any]:
                                  str(total), str(out)], env=env_with_worktree())
     try:
         ready = Path(str(out) + ".ready")
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if consumer.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the bare consumer did not start")
-            time.sleep(0.02)
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: ready.exists() or consumer.poll() is not None, 60, "the bare consumer", interval=0.02)
+        if not ready.exists():
+            raise RuntimeError("the bare consumer did not start")
         from confluent_kafka import Producer
 
         config = {k: v for k, v in MirrorProducer(bootstrap, format="body", message_size=SIZE).config.items()

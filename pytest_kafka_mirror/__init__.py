@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._moved import install as _install_moved
 from ._warnings import PytestKafkaMirrorWarning
 from .capture.witness import Witness, witness
 from .clusters import Capabilities, Cluster, ClusterError
 from .produce.producer import MirrorProducer, ProducerError, TopicLanes
 from .replicators import FaultLedger, Knobs, NamingPolicy, Replicator, ReplicatorError
-from .replicators.settings import explain, settings_of
+from .replicators.settings import explain
 from .run import MirrorRun
 from .rundir import LaneManifest, Manifest
 
@@ -23,8 +22,6 @@ if TYPE_CHECKING:
     from .verify import MirrorMismatchError, MirrorReport, verify_run
 
 __version__ = "0.1.0"
-
-_install_moved()  # the module paths from before the per-stage layout keep working
 
 __all__ = [
     "Capabilities",
@@ -46,7 +43,6 @@ __all__ = [
     "TopicLanes",
     "Witness",
     "explain",
-    "settings_of",
     "verify_run",
     "witness",
 ]

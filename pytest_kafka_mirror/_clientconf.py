@@ -19,6 +19,20 @@ gets them, in this process and in its child processes:
 Secrets (:func:`is_secret`) are masked wherever a configuration is shown:
 :class:`ClientProperties` repr, :func:`masked`, and :func:`redact` for any text that might
 quote a value (an error message of a child process, a command line).
+
+The ``.properties`` files the plugin renders (``server.properties``, MM2's, MM1's, the
+reference mirror's) and the client-config files it reads are java.util.Properties text.
+Reading is ``javaproperties``' parser (:func:`properties_entries`): it reads as
+``Properties.load`` does, measured against Java itself in ``tests/unit/test_properties.py``
+(lines end at LF, CR or CR LF only, continuations, ``\\uXXXX`` with surrogate pairs).
+Writing is this module's :func:`format_properties`, not ``javaproperties.dumps``:
+javaproperties 0.8.2 escapes ``:``, ``=``, ``#`` and ``!`` anywhere in a value, as
+``Properties.store`` does, which Java reads back alike but which turns every address of a
+rendered file into ``127.0.0.1\\:9092`` (4 of 22 lines of a KRaft ``server.properties``,
+``listeners = PLAINTEXT\\://127.0.0.1\\:41001,...``; the bootstrap servers of
+``mm2.properties``): the files people read when a broker or MM2 misbehaves, and which
+``tests/unit/test_backend_config.py`` pins as written.  Ours escapes what Java needs (see
+:func:`_escape`), and Java reads back every key and value exactly (the same test).
 """
 
 from __future__ import annotations
@@ -116,63 +130,35 @@ class ClientProperties(Mapping[str, str]):
         return [v for k, v in self._data.items() if is_secret(k) and v]
 
 
-def _unescape(text: str) -> str:
-    """java.util.Properties escapes: ``\\n``, ``\\t``, ``\\uXXXX``, ``\\\\``, ``\\=``..."""
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\" and i + 1 < len(text):
-            nxt = text[i + 1]
-            if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2:i + 6]):
-                out.append(chr(int(text[i + 2:i + 6], 16)))
-                i += 6
-                continue
-            out.append({"n": "\n", "t": "\t", "r": "\r", "f": "\f"}.get(nxt, nxt))
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    joined = "".join(out)
-    if any("\ud800" <= ch <= "\udfff" for ch in joined):  # a \\uXXXX pair outside the BMP: one character
-        joined = joined.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return joined
-
-
-_BLANK = " \t\f"  # java.util.Properties' white space (Python's str.strip() takes more)
-
-
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(first line number, logical line) as java.util.Properties reads them: lines end at
-    LF, CR or CR LF only; leading blanks, comments and blank lines dropped; a
-    line ending in an odd number of backslashes continued on the next."""
-    pending, start = "", 0
-    for number, raw in enumerate(re.split(r"\r\n|\r|\n", text), 1):
-        line = raw.lstrip(_BLANK)
-        if not pending:
-            if not line or line[0] in "#!":
-                continue
-            start = number
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            pending += line[:-1]
-            continue
-        yield start, pending + line
-        pending = ""
-    if pending:
-        yield start, pending
-
-
-_ENTRY = re.compile(r"((?:\\.|[^=: \t\f\\])*)([ \t\f]*[=:][ \t\f]*|[ \t\f]+|)(.*)$", re.DOTALL)
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")  # the only line ends of java.util.Properties
 
 
 def properties_entries(text: str) -> Iterator[tuple[int, str, str, bool]]:
     """(line number, key, value, whether a separator was written) for each entry of
     java.util.Properties text, escapes resolved; the value keeps its trailing blanks, as
-    Java's does.  The one reader of .properties text (client configs, MM2's files)."""
-    for number, line in _logical_lines(text):
-        match = _ENTRY.match(line)
-        assert match is not None  # every part of the pattern may be empty
-        yield number, _unescape(match.group(1)), _unescape(match.group(3)), bool(match.group(2))
+    Java's does.  The one reader of .properties text (client configs, MM2's files):
+    ``javaproperties``' parser, which reads as ``Properties.load`` does (lines end at LF, CR
+    or CR LF only; continuations; ``\\uXXXX`` and surrogate pairs); a malformed
+    ``\\uXXXX`` is a ValueError, as it is an error for Java."""
+    import javaproperties
+
+    line = 1
+    try:
+        for element in javaproperties.parse(text):
+            if isinstance(element, javaproperties.KeyValue):
+                yield line, element.key, element.value, bool(element.value) or _separated(element.source)
+            line += len(_LINE_BREAK.findall(element.source))
+    except javaproperties.InvalidUEscapeError:
+        raise ValueError(f"line {line} has a malformed \\uXXXX escape") from None
+
+
+def _separated(source: str) -> bool:
+    """Whether an entry with an empty value was written with a separator (``key=``, ``key:``,
+    ``key `` ) rather than as a key alone: a character put after it lands in the value only then."""
+    import javaproperties
+
+    probe = next(javaproperties.parse(source.rstrip("\r\n") + "X"), None)
+    return isinstance(probe, javaproperties.KeyValue) and probe.value == "X"
 
 
 def _escape(text: str, *, key: bool) -> str:
@@ -219,8 +205,12 @@ def parse_properties_text(text: str, origin: str) -> ClientProperties:
 
     A line without a key or a value raises ValueError naming ``origin`` and the line
     number, never its text (it may hold a password)."""
+    try:
+        entries = list(properties_entries(text))
+    except ValueError as exc:
+        raise ValueError(f"{origin} {exc}") from None
     out: dict[str, str] = {}
-    for number, key, value, separated in properties_entries(text):
+    for number, key, value, separated in entries:
         if not key or not separated:
             raise ValueError(f"{origin} line {number} is not KEY=VALUE")
         value = value.strip()

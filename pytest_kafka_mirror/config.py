@@ -556,6 +556,21 @@ class Settings:
     def non_default(self) -> dict[str, str]:
         return {k: v for k, v in self.sources.items() if v != "default"}
 
+    def stored(self) -> dict[str, Any]:
+        """The specs and defaults that shape the figures (not where files go), as a stored
+        run keeps them (``report.storage.build_run``)."""
+        return {
+            "source": str(self.source),
+            "target": str(self.target),
+            "replicator": str(self.replicator),
+            "naming": str(self.naming),
+            "spark_master": self.spark_master,
+            "format": self.format,
+            "message_size": self.message_size,
+            "drain_timeout": self.drain_timeout,
+            "settle": self.settle,
+        }
+
 
 def resolve_settings(
     cli: dict[str, Any],

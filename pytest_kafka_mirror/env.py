@@ -7,7 +7,7 @@ the replicator and each cluster, all stopped when the test ends.  Killing that
 replicator or restarting those brokers cannot disturb any other test, on this worker or
 another.
 
-A private environment can grow into a topology (issue 25): :meth:`MirrorEnv.add_cluster`
+A private environment can grow into a topology: :meth:`MirrorEnv.add_cluster`
 starts a further cluster (``"third"``), :meth:`MirrorEnv.add_flow` a further replicator
 between two of its clusters (the reverse flow ``target -> source`` of an active-active
 pair, a second target of a fan-out, a second source of a fan-in).  Each flow's
@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ._warnings import PytestKafkaMirrorWarning
 
@@ -31,9 +31,8 @@ if TYPE_CHECKING:
     from .clusters import Cluster
     from .faults.schedule import Link
     from .replicators import Replicator, ReplicatorSpec
-    from .session import KafkaMirrorSession
 
-__all__ = ["Flow", "MirrorEnv", "ViaLink", "build_private_env"]
+__all__ = ["ClusterMaker", "Flow", "MirrorEnv", "ReplicatorMaker", "ViaLink", "build_private_env"]
 
 log = logging.getLogger("pytest_kafka_mirror.env")
 
@@ -48,7 +47,7 @@ class ViaLink:
         self._cluster = cluster
         self._link = link
         # a client that bootstraps through the link needs the cluster's properties (security) too
-        register(link.bootstrap_servers, dict(getattr(cluster, "client_properties", {})))
+        register(link.bootstrap_servers, dict(cluster.client_properties))
 
     @property
     def bootstrap_servers(self) -> str:
@@ -103,11 +102,14 @@ class MirrorEnv:
         self._owned.append(thing)
         return thing
 
+    def own_replicator(self, replicator: Replicator) -> Replicator:
+        """Stop ``replicator`` when the environment closes, unless it is not the plugin's
+        to stop (``controllable`` False: an external replicator)."""
+        return self.own(replicator) if replicator.controllable else replicator  # type: ignore[no-any-return]
+
     def close(self) -> None:
         """Stop everything this environment started (a private one); errors are logged."""
         for thing in reversed(self._owned):
-            if not getattr(thing, "controllable", True):  # e.g. an external replicator: not ours
-                continue
             try:
                 thing.stop()
             except Exception as exc:
@@ -128,7 +130,7 @@ class MirrorEnv:
         old = self.replicator
         old.stop()
         new = self._replacement(self.releases[release])
-        self.own(new)
+        self.own_replicator(new)
         self.replicator = new
         new.start()
         return new
@@ -181,8 +183,8 @@ class MirrorEnv:
                              f"without a flow between them yet (add_cluster() a further one first)")
         assert self._new_flow is not None
         replicator = self._new_flow(clusters[source], clusters[target], (source, target))
-        self.own(replicator)
-        if self._closes_loop(source, target) and not getattr(replicator, "detects_cycles", False):
+        self.own_replicator(replicator)
+        if self._closes_loop(source, target) and not replicator.detects_cycles:
             warnings.warn(PytestKafkaMirrorWarning(
                 f"add_flow({source!r}, {target!r}) closes a loop of flows and {replicator.spec} has no cycle detection "
                 "(MM2 and the reference mirror have it under DefaultReplicationPolicy only): every record will go "
@@ -214,8 +216,26 @@ class MirrorEnv:
         return "\n".join(parts)
 
 
+class ClusterMaker(Protocol):
+    """Builds (not starts) the cluster of a role (``source``, ``target``, an added one) in a work directory."""
+
+    def __call__(self, role: str, workdir: Path) -> Cluster: ...
+
+
+class ReplicatorMaker(Protocol):
+    """Builds (not starts) a replicator between two clusters: the configured one, or the
+    release ``spec``; ``instance``: the state of the one it replaces; ``aliases``: the
+    flow's cluster names in a topology."""
+
+    def __call__(self, source: Cluster, target: Cluster, workdir: Path, *,
+                 extra_properties: tuple[tuple[str, str], ...] = (), spec: ReplicatorSpec | None = None,
+                 instance: str | None = None, aliases: tuple[str, str] | None = None) -> Replicator: ...
+
+
 def build_private_env(
-    session: KafkaMirrorSession,
+    make_cluster: ClusterMaker,
+    make_replicator: ReplicatorMaker,
+    releases: dict[str, ReplicatorSpec],
     workdir: Path,
     *,
     links: bool = True,
@@ -224,11 +244,13 @@ def build_private_env(
 ) -> MirrorEnv:
     """Start clusters, links and a replicator for one test (see the module docstring).
 
-    ``links``: put a faultable link between the replicator and each single-broker
-    cluster.  ``release``: ``"previous"`` starts the release of
-    ``--kafka-mirror-upgrade-from`` instead of the replicator under test (the upgrade
-    scenarios then switch with :meth:`MirrorEnv.switch_replicator`).  Everything already
-    started is stopped again when a later step fails.
+    ``make_cluster`` / ``make_replicator`` build them as the session's settings say
+    (``KafkaMirrorSession.make_cluster`` / ``.make_replicator``).  ``releases``: the
+    replicator specs of ``"current"`` (the one under test) and ``"previous"`` (the release of
+    ``--kafka-mirror-upgrade-from``).  ``links``: put a faultable link between the
+    replicator and each single-broker cluster.  ``release``: which of ``releases`` starts
+    (the upgrade scenarios then switch with :meth:`MirrorEnv.switch_replicator`).
+    Everything already started is stopped again when a later step fails.
     """
     from .faults.schedule import Link
 
@@ -239,9 +261,9 @@ def build_private_env(
         return thing
 
     try:
-        source = session.make_cluster("source", workdir / "source")
+        source = make_cluster("source", workdir / "source")
         own(source).start()
-        target = session.make_cluster("target", workdir / "target")
+        target = make_cluster("target", workdir / "target")
         own(target).start()
         via: dict[str, Any] = {"source": source, "target": target}
         made: dict[str, Link] = {}
@@ -250,17 +272,14 @@ def build_private_env(
                 if "," in cluster.bootstrap_servers:
                     log.warning("no %s link: the cluster has several bootstrap servers", role)
                     continue
-                endpoint = getattr(cluster, "link_listener", None)
                 link = own(Link(role, cluster.bootstrap_servers, workdir / "links",
-                                listener=endpoint() if callable(endpoint) else None)).start()
+                                listener=cluster.link_listener())).start()
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
-        releases = {"current": session.settings.replicator,
-                    "previous": session.settings.upgrade_from or session.settings.replicator}
-        replicator = session.make_replicator(via["source"], via["target"], workdir / "replicator",
+        replicator = make_replicator(via["source"], via["target"], workdir / "replicator",
                                              extra_properties=extra_properties, spec=releases[release],
                                              aliases=("source", "target"))
-        own(replicator).start()
+        (own(replicator) if replicator.controllable else replicator).start()
     except BaseException:
         MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
         raise
@@ -268,16 +287,16 @@ def build_private_env(
     def replacement(spec: ReplicatorSpec) -> Replicator:
         # the same clusters, links, topics and workdir (the reference mirror's committed
         # positions live there), and the same state (MM2's Connect group, MM1's group)
-        return session.make_replicator(via["source"], via["target"], workdir / "replicator",
+        return make_replicator(via["source"], via["target"], workdir / "replicator",
                                        extra_properties=extra_properties, spec=spec,
-                                       instance=getattr(replicator, "instance", None), aliases=("source", "target"))
+                                       instance=replicator.instance, aliases=("source", "target"))
 
     def new_cluster(role: str) -> Cluster:
-        return session.make_cluster(role, workdir / role)
+        return make_cluster(role, workdir / role)
 
     def new_flow(src: Cluster, dst: Cluster, aliases: tuple[str, str]) -> Replicator:
         # no links: the further flows of a topology are not where the faults go
-        return session.make_replicator(src, dst, workdir / f"flow-{aliases[0]}-{aliases[1]}",
+        return make_replicator(src, dst, workdir / f"flow-{aliases[0]}-{aliases[1]}",
                                        extra_properties=extra_properties, spec=releases["current"], aliases=aliases)
 
     return MirrorEnv(source, target, replicator, made, private=True, _owned=owned, _replacement=replacement,

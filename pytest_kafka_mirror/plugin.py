@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import pytest
 
 from .config import LIST, OPTIONS, Settings, SettingsError, resolve_settings
+from .facades import MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier
 from .report.storage import VERIFICATION
-from .report.summary import RESULTS_ATTR, SPOOL_KEY, SessionReporting
-from .session import KafkaMirrorSession, MirrorFailover, MirrorProducerFactory, MirrorTopics, MirrorVerifier, worker_id
+from .report.summary import RESULTS_ATTR, SPOOL_KEY
+from .results import ResultsPlugin
+from .session import KafkaMirrorSession, worker_id
 
 if TYPE_CHECKING:
     from .clusters import Cluster
@@ -93,7 +95,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
     workerinput = getattr(config, "workerinput", None)
-    # One id for every process of the run (xdist's testrunuid): see session.note_report_files.
+    # One id for every process of the run (xdist's testrunuid): see rundir.note_report_files.
     run_uid = (workerinput or {}).get("testrunuid") or getattr(config.option, "testrunuid", None)
     session = config.stash[SESSION_KEY] = KafkaMirrorSession(settings, session_id=run_uid)
     if workerinput is not None:
@@ -114,7 +116,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session.progress_spool = ProgressSpool(workerinput[PROGRESS_KEY], worker_id())
     elif not config.getoption("help", False):
-        reporting = SessionReporting(config, session)
+        reporting = ResultsPlugin(config, session)
         reporting.start()  # baseline and metrics errors fail here, before any cluster starts
         config.pluginmanager.register(reporting, "kafka-mirror-reporting")
         if not config.getoption("collectonly", False):
@@ -196,7 +198,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
     st = s.settings
     if not st.non_default() and config.getoption("verbose") <= 0:
         return None
-    spark = s.spark_description(_is_xdist_controller(config))
+    spark = s.spark.describe(_is_xdist_controller(config))
     # naming only when given: unset, each replicator names topics its own way (MM2 by its
     # replication policy, external:POLICY by its spec), which "naming=identity" would belie
     naming = f" naming={st.naming}" if st.sources.get("naming", "default") != "default" else ""
@@ -211,7 +213,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
             shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
             lines.append(f"kafka-mirror: {role} client properties: {shown}")
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
-    if isinstance(reporting, SessionReporting) and reporting.header():
+    if isinstance(reporting, ResultsPlugin) and reporting.header():
         lines.append(reporting.header())
     return lines
 
@@ -345,7 +347,7 @@ def replicator(
         yield rep
     finally:
         session.pool = None
-        if getattr(rep, "controllable", True):  # external: not ours to stop
+        if rep.controllable:  # external: not ours to stop
             rep.stop()
         _delete_session_topics(session, source_cluster, target_cluster, rep)
 
@@ -384,8 +386,8 @@ def _provision(request: pytest.FixtureRequest, session: KafkaMirrorSession, sour
     """In session topic provisioning: create every declared topic of the session's tests
     that share this replicator, before it starts (``provisioning.py``)."""
     from .clusters import ClusterError
+    from .facades import topic_names
     from .provisioning import TopicPool, declarations, resolve_mode
-    from .session import topic_names
 
     if resolve_mode(session.settings.topic_provisioning, rep) != "session":
         return None
@@ -459,7 +461,10 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     dedicated = _dedicated(request)
     if _wants_private(request):
         try:
-            env = build_private_env(session, tmp_path_factory.mktemp("kafka-mirror-env"),
+            s = session.settings
+            env = build_private_env(session.make_cluster, session.make_replicator,
+                                    {"current": s.replicator, "previous": s.upgrade_from or s.replicator},
+                                    tmp_path_factory.mktemp("kafka-mirror-env"),
                                     extra_properties=dedicated[1] if dedicated else (),
                                     release=_marker_overrides(request).get("release", "current"))
         except (ClusterError, ReplicatorError, FaultError) as exc:
@@ -478,7 +483,7 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
             except ReplicatorError as exc:
                 _fail(f"kafka-mirror replicator for this test ({session.settings.replicator}): {exc}")
             env = MirrorEnv(source, target, own, topic_prefix=dedicated[0])
-            env.own(own)
+            env.own_replicator(own)
             try:
                 own.start()
             except ReplicatorError as exc:
@@ -521,8 +526,7 @@ def _check_shared_replicator(request: pytest.FixtureRequest, session: KafkaMirro
     again what broke it, e.g. a record it cannot carry), and the replicator is restarted
     before the next test that needs it."""
     rep = env.replicator
-    health = getattr(rep, "health", None)
-    problem = health() if callable(health) else ""
+    problem = rep.health()
     if not problem:
         return
     topics = sorted(getattr(request.node.funcargs.get("mirror_topics"), "created", {}) or ())
@@ -694,7 +698,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _attach_results(item: pytest.Item, report: pytest.TestReport, results: list[TestResult]) -> None:
     """Put the verifications and failover checks made since the last phase on this phase's report.
 
-    xdist serialises a report's attributes to the controller, where ``report/summary.py``
+    xdist serialises a report's attributes to the controller, where ``results.py``
     collects them: that is how results of every worker reach one summary and one stored
     run.  A verification's figures also become JUnit XML properties (``kafka_mirror.FIGURE``,
     or ``kafka_mirror[N].FIGURE`` for a test's N-th further verification); junitxml reads
@@ -729,7 +733,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     s = session.config.stash.get(SESSION_KEY, None)
     try:
         if s is not None:
-            s.stop_spark()  # bounded, also after Ctrl-C (verify/session.py)
+            s.stop_spark()  # bounded, also after Ctrl-C (verify/spark.py)
     finally:
         if _is_xdist_controller(session.config) and getattr(session.config.option, "testrunuid", None):
             # Clusters and the Spark Connect server the workers shared (clusters/shared.py,

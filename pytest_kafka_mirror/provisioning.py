@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .clusters.base import Cluster
+    from .replicators import Replicator
     from .replicators._readiness import TopicReadiness
 
 __all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "delete_session_topics", "largest_record",
@@ -106,12 +107,12 @@ def _call(mark: Any) -> str:
     return f"({', '.join(args)})"
 
 
-def resolve_mode(setting: str, replicator: Any) -> str:
+def resolve_mode(setting: str, replicator: Replicator) -> str:
     """``session`` or ``test``: ``auto`` is ``session`` for a replicator that rebalances on
-    new topics (``rebalances_on_new_topics``; unknown replicators are assumed to)."""
+    new topics (``rebalances_on_new_topics``; by default a replicator is assumed to)."""
     if setting != "auto":
         return setting
-    return "session" if getattr(replicator, "rebalances_on_new_topics", True) else "test"
+    return "session" if replicator.rebalances_on_new_topics else "test"
 
 
 class TopicPool:
@@ -144,7 +145,7 @@ class TopicPool:
                 self.free.setdefault((nodeid, d), []).append(group)
         return created
 
-    def await_ready(self, replicator: Any, target_bootstrap: str, timeout: float) -> dict[str, TopicReadiness]:
+    def await_ready(self, replicator: Replicator, target_bootstrap: str, timeout: float) -> dict[str, TopicReadiness]:
         """One readiness round over every pool topic (``provisioned="session"``)."""
         from .clusters.base import topic_created_us
         from .replicators._readiness import await_ready, replicator_hooks
@@ -180,7 +181,7 @@ class TopicPool:
         return f"{len(self.partitions)} topics provisioned for the session{slowest}"
 
 
-def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_kind: str, target_kind: str,
+def delete_session_topics(source: Cluster, target: Cluster, replicator: Replicator, *, source_kind: str, target_kind: str,
                           groups: Sequence[str] = ()) -> str:
     """At the session's end, on clusters the plugin did not start (``bootstrap:``): delete
     the topics this process created on the source (its tests' topics, the session pool's,
@@ -192,10 +193,9 @@ def delete_session_topics(source: Any, target: Any, replicator: Any, *, source_k
     Only what this process created is touched (never a pattern: another session may run
     with the same prefix).  Returns a line saying what was deleted (or not) for the log.
     """
-    created = list(getattr(source, "created_topics", ()) or ())
-    probe = getattr(replicator, "probe_topic", None)
-    if probe:
-        created.append(probe)
+    created = list(source.created_topics or ())
+    if replicator.probe_topic:
+        created.append(replicator.probe_topic)
     said = []
     if source_kind == "bootstrap":
         said += [_delete(source, created, "source"), _delete_groups(source, groups, "source")]

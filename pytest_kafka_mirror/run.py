@@ -20,7 +20,7 @@ the replicator (``replicators/_readiness.py``): latency is measured from readine
 the replicator's discovery time is a figure of its own (``RUN_DIR/readiness.json``, the
 report's ``discovery``).
 
-Topologies (issue 25): :meth:`MirrorRun.also_capture` captures the same records on a
+Topologies: :meth:`MirrorRun.also_capture` captures the same records on a
 second target (a fan-out: one producer, one run directory and one verification per
 target); ``produce(source_bootstrap=..., replicator=...)`` adds a producer on another
 source cluster whose replicator writes into the same target topics (a fan-in under
@@ -45,6 +45,7 @@ from .rundir import REPORT_FILE, SOURCE_DIR, Manifest, write_readiness
 if TYPE_CHECKING:
     from .capture.witness import Witness, WitnessLog, WitnessMonitor
     from .faults.schedule import Marker, Scheduled
+    from .replicators import Replicator
     from .replicators._checkpoints import CheckpointSettings
     from .replicators._readiness import TopicReadiness
     from .verify import MirrorReport
@@ -59,29 +60,25 @@ log = logging.getLogger("pytest_kafka_mirror.run")
 VERIFIED_FEATURES = ("duplicates", "transactions", "headers")
 
 
-def replicator_says(replicator: Any, *, state: bool = True) -> dict[str, Any]:
+def replicator_says(replicator: Replicator | None, *, state: bool = True) -> dict[str, Any]:
     """What ``replicator`` says about itself: the settings behind the verified features as
     it applies them (a replicator the plugin configures) and, with ``state`` (a report with
     missing records), its health (it exited, a FAILED task) and its status (MirrorMaker 2:
     connectors and tasks); never raises."""
-    from .replicators.settings import settings_of
-
     if replicator is None:
         return {}
-    out: dict[str, Any] = {"spec": str(getattr(replicator, "spec", "") or type(replicator).__name__)}
+    out: dict[str, Any] = {"spec": replicator.spec or type(replicator).__name__}
     try:
-        settings = settings_of(replicator)
+        settings = replicator.effective_settings()
     except Exception:  # a report must not fail for a replicator's settings
         settings = None
     if settings is not None:
         out["settings"] = {feature: settings.quote(feature) for feature in VERIFIED_FEATURES}
-    for what in ("health", "status") if state else ():
-        fn = getattr(replicator, what, None)
-        if callable(fn):
-            try:
-                out[what] = str(fn() or "")
-            except Exception as exc:
-                out[what] = f"cannot tell: {type(exc).__name__}: {exc}"
+    for what, ask in (("health", replicator.health), ("status", replicator.status)) if state else ():
+        try:
+            out[what] = str(ask() or "")
+        except Exception as exc:
+            out[what] = f"cannot tell: {type(exc).__name__}: {exc}"
     return out
 
 
@@ -122,7 +119,7 @@ class MirrorRun:
         warmup_topic: str | None = None,
         capture_source: bool = False,
         capture_processes: int = 1,
-        replicator: Any = None,
+        replicator: Replicator | None = None,
         provisioned: dict[str, TopicReadiness] | None = None,
         compacted: Sequence[str] = (),
     ) -> None:
@@ -188,7 +185,7 @@ class MirrorRun:
                 log.debug("progress of %s: %s", self.run_dir, exc)
 
     def also_capture(self, run_dir: str | os.PathLike[str], target_bootstrap: str, topics: dict[str, str], *,
-                     replicator: Any = None) -> MirrorRun:
+                     replicator: Replicator | None = None) -> MirrorRun:
         """A sibling run: the records this run produces, captured on another target
         (``topics``: source topic -> its name there, e.g. from that flow's replicator).
 
@@ -261,7 +258,7 @@ class MirrorRun:
         processes: int = 1,
         lanes: dict[str, int] | int | None = None,
         source_bootstrap: str | None = None,
-        replicator: Any = None,
+        replicator: Replicator | None = None,
     ) -> Manifest | list[Manifest]:
         """Produce one batch of records (blocking) and record its manifest.
 
@@ -373,8 +370,8 @@ class MirrorRun:
             raise ValueError(f"topics {unknown} are not topics of this run ({sorted(self.topics)})")
         return chosen
 
-    def _origin(self, chosen: Sequence[str], source_bootstrap: str | None, replicator: Any,
-                witnesses: Sequence[Any]) -> tuple[str, Any]:
+    def _origin(self, chosen: Sequence[str], source_bootstrap: str | None, replicator: Replicator | None,
+                witnesses: Sequence[Any]) -> tuple[str, Replicator | None]:
         """(source bootstrap, replicator) of one produce() call: the run's, or another
         source's whose replicator names ``chosen`` as this run's target topics."""
         if source_bootstrap is None or source_bootstrap == self.source_bootstrap:
@@ -409,7 +406,8 @@ class MirrorRun:
         return WitnessMonitor(self.source_bootstrap, self.run_dir, witnesses, {t: self.partitions[t] for t in chosen},
                               end_timeout=self.drain_timeout)
 
-    def _start_capture_and_wait(self, chosen: Sequence[str], origin: tuple[str, Any], wait_for_target: bool) -> None:
+    def _start_capture_and_wait(self, chosen: Sequence[str], origin: tuple[str, Replicator | None],
+                                wait_for_target: bool) -> None:
         """Before a producer starts: the captures (this run's and its siblings') run and,
         with ``wait_for_target``, the topics are ready through ``origin``'s replicator and
         through each sibling's."""
@@ -420,7 +418,7 @@ class MirrorRun:
             for sibling in self.siblings:
                 sibling._wait_for_target(chosen)
 
-    def _wait_for_target(self, chosen: Sequence[str], source_bootstrap: str | None = None, replicator: Any = None) -> None:
+    def _wait_for_target(self, chosen: Sequence[str], source_bootstrap: str | None = None, replicator: Replicator | None = None) -> None:
         """Readiness through the replicator, then the capture assigned every target partition."""
         self.await_ready(chosen, source_bootstrap=source_bootstrap, replicator=replicator)
         waited = self.capture.wait_assigned(
@@ -449,7 +447,7 @@ class MirrorRun:
             monitor.production_done(self.manifests)
 
     def await_ready(self, topics: Sequence[str], *, source_bootstrap: str | None = None,
-                    replicator: Any = None) -> list[TopicReadiness]:
+                    replicator: Replicator | None = None) -> list[TopicReadiness]:
         """Warm up every partition of ``topics`` through the replicator and wait until each
         warm-up record arrived (``replicators/_readiness.py``); the rounds are kept in
         ``RUN_DIR/readiness.json``.  Raises ReadinessError naming the partitions.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ from typing import Any
 __all__ = [
     "DEFAULT_BOUNDS",
     "WRITTEN_LIST",
+    "WRITTEN_LOCK",
     "CAPTURE_DIR",
     "CAPTURE_SCHEMA_FIELDS",
     "CAPTURE_STATUS",
@@ -44,6 +46,7 @@ __all__ = [
     "load_discovery",
     "load_manifests",
     "load_scenario_figures",
+    "note_report_files",
     "record_scenario_figure",
     "write_json_atomic",
     "write_readiness",
@@ -61,8 +64,11 @@ SOURCE_DIR = "source"
 #: everything above the last bound (+inf).  The capture's live figures and the verifier
 #: share them.
 DEFAULT_BOUNDS: tuple[float, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 30000, 60000)
-#: In the report directory: the files this session wrote (index.html links only these).
+#: In the report directory: the session that wrote its reports, then every file it wrote
+#: there, one name a line (index.html links only these; see :func:`note_report_files`).
 WRITTEN_LIST = ".kafka-mirror-written"
+#: Beside it: the lock of the processes of a session that write to the report directory.
+WRITTEN_LOCK = ".kafka-mirror-written.lock"
 
 #: Columns of every capture segment, in order.  ``topic`` is the *source* topic name
 #: (the capture maps target names back); identification columns are null for records
@@ -222,3 +228,41 @@ def load_discovery(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]
             if entry["warmup_s"] is None:
                 entry["warmup_s"] = r.get("warmup_s")
     return out
+
+
+def note_report_files(report_dir: Path, session_id: str, paths: Iterable[Path] = ()) -> list[Path]:
+    """Note ``paths`` as written in ``report_dir`` by session ``session_id``; the first call
+    of a session first removes the files an earlier session noted there.  Returns them.
+
+    So the report directory holds the reports of one session, the latest that wrote any,
+    and ``index.html`` links nothing else.  Only files listed in :data:`WRITTEN_LIST` are
+    removed, never others.  xdist workers share the session id (the run's
+    ``testrunuid``): the first of them to write clears, under a lock on the list, and the
+    others only add their names.  Call it before writing (it may remove a file of the
+    same name) and again with the paths written.
+    """
+    from filelock import FileLock
+
+    report_dir.mkdir(parents=True, exist_ok=True)
+    header = f"session {session_id}"
+    removed: list[Path] = []
+    with FileLock(report_dir / WRITTEN_LOCK), open(report_dir / WRITTEN_LIST, "a+", encoding="utf-8") as f:
+        f.seek(0)
+        lines = f.read().splitlines()
+        if lines[:1] != [header]:
+            root = report_dir.resolve()
+            for name in dict.fromkeys(lines[1:]):
+                old = report_dir / name
+                if name and old.resolve().parent == root and old.is_file() and not old.is_symlink():
+                    old.unlink()
+                    removed.append(old)
+            f.truncate(0)
+            f.write(header + "\n")
+            lines = [header]
+        known = set(lines[1:])
+        for path in paths:
+            name = os.path.relpath(path, report_dir)
+            if name not in known and os.sep not in name:
+                f.write(name + "\n")
+                known.add(name)
+    return removed

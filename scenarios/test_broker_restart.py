@@ -38,7 +38,7 @@ RESTART_ROOM_S = 30
 def test_target_broker_restart(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     mirror_faults.require("target.lifecycle", "target.restart_keeps_data")
     topics = mirror_topics(1, partitions=3)
-    startup = getattr(mirror_faults.replicator, "startup_seconds", None) or 0.0
+    startup = mirror_faults.replicator.startup_seconds or 0.0
     run = mirror_producer(topics, rate=RATE, duration=RESTART_AT + RESTART_ROOM_S + startup + CATCH_UP_S,
                           faults=[at(RESTART_AT, restart(mirror_faults.target))])
 

@@ -31,12 +31,14 @@ over offset gaps, or a remote topic created without the compact policy, loses it
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 
 import pytest
 
 from pytest_kafka_mirror import explain
+from pytest_kafka_mirror.processes.managed import wait_until
 
 KEYS, PARTITIONS = 40, 2
 RATE, DURATION = 400, 3  # some 30 values per key
@@ -58,12 +60,15 @@ def _topic_configs(cluster, topic: str) -> dict[str, str]:
 def _remote_policy(mirror_env, topic: str) -> str | None:
     """The remote topic's cleanup.policy once it is ``compact`` (or what it has after CONFIG_TIMEOUT_S)."""
     remote = mirror_env.replicator.target_topic(topic)
-    deadline = time.monotonic() + CONFIG_TIMEOUT_S
-    while True:
-        policy = _topic_configs(mirror_env.target, remote).get("cleanup.policy")
-        if policy == "compact" or time.monotonic() > deadline:
-            return policy
-        time.sleep(0.5)
+    policy: list[str | None] = [None]
+
+    def compact() -> bool:
+        policy[0] = _topic_configs(mirror_env.target, remote).get("cleanup.policy")
+        return policy[0] == "compact"
+
+    with contextlib.suppress(TimeoutError):  # then what it has
+        wait_until(compact, CONFIG_TIMEOUT_S, f"cleanup.policy=compact on {remote}", interval=0.5)
+    return policy[0]
 
 
 def _check_keys(report, run) -> None:
@@ -86,7 +91,7 @@ def test_compacted_topic(mirror_env, mirror_topics, mirror_producer, mirror_veri
     report.assert_ok()
     _check_keys(report, run)
     rep = mirror_env.replicator
-    if source_policy == "compact" and not getattr(rep, "no_config_sync", None):
+    if source_policy == "compact" and not rep.no_config_sync:
         assert remote_policy == "compact", (
             f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r} after {CONFIG_TIMEOUT_S} s; the "
             f"source topic has compact: its remote topic keeps every old value (and consumers of it see them); "
@@ -182,13 +187,13 @@ def test_compacted_backlog(mirror_env, mirror_faults, mirror_topics, mirror_prod
     assert removed > 0, (f"the source did not compact {topic} in {COMPACT_TIMEOUT_S} s ({backoff}): "
                          f"{acked} records of ours still there")
 
-    remote_policy = None if getattr(rep, "no_config_sync", None) else _remote_policy(mirror_env, topic)
+    remote_policy = None if rep.no_config_sync else _remote_policy(mirror_env, topic)
 
     report = mirror_verifier(run)
 
     report.assert_ok()
     _check_keys(report, run)
-    if not getattr(rep, "no_config_sync", None):
+    if not rep.no_config_sync:
         assert remote_policy == "compact", (f"{rep.target_topic(topic)} has cleanup.policy={remote_policy!r}: "
                                             f"{explain(rep, 'config sync')}")
     assert report.compacted_away >= removed, (

@@ -45,8 +45,9 @@ import time
 
 import pytest
 
-from pytest_kafka_mirror import explain, settings_of
+from pytest_kafka_mirror import explain
 from pytest_kafka_mirror.faults import action, at
+from pytest_kafka_mirror.processes.managed import wait_until
 
 RATE = 200
 INTERVAL_S = 2
@@ -88,16 +89,20 @@ def _wait_for(cluster, topic: str, done, timeout: float = SYNC_TIMEOUT_S):
     from confluent_kafka import KafkaException
 
     seen: dict[str, tuple[str | None, int]] = {}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def there() -> bool:
+        seen.clear()
         try:
-            seen = _described(cluster, topic)
+            seen.update(_described(cluster, topic))
         except KafkaException:  # the remote topic does not exist yet
-            seen = {}
-        if seen and done(seen):
-            return time.time(), seen
-        time.sleep(0.25)
-    return None, seen
+            return False
+        return bool(seen) and bool(done(seen))
+
+    try:
+        wait_until(there, timeout, f"the configs of {topic}", interval=0.25)
+    except TimeoutError:
+        return None, seen
+    return time.time(), seen
 
 
 def _config_sync_wanted(rep, leave_out) -> None:
@@ -106,9 +111,9 @@ def _config_sync_wanted(rep, leave_out) -> None:
     it could sync and its settings say it does not: the scenario asks for it."""
     if "config sync" in leave_out:
         pytest.skip(f"topic config sync: {leave_out['config sync']}")
-    if getattr(rep, "no_config_sync", None):
+    if rep.no_config_sync:
         pytest.skip(f"topic config sync: {rep.no_config_sync}")
-    settings = settings_of(rep)
+    settings = rep.effective_settings()
     if settings is not None and (settings.value("sync.topic.configs.enabled") or "").lower() == "false":
         pytest.fail(f"topic config sync: nothing to check: {settings.quote('sync.topic.configs.enabled')}: the "
                     "replicator copies no topic config, and this scenario asks for it", pytrace=False)
@@ -140,14 +145,18 @@ def test_topic_config_sync(mirror_env, mirror_topics, mirror_producer, mirror_ve
     mirror_producer.produce(run, rate=RATE, duration=6,
                             faults=[at(2, action(f"set configs of {topic}", set_configs, kind="topology"))])
     assert set_at, f"setting the configs of {topic} failed: {run.fault_errors()}"
-    seen, synced_at = {}, None
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while time.monotonic() < deadline:
-        seen = _topic_configs(mirror_env.target, remote)
-        if seen.get("retention.ms") == RETENTION_MS:
-            synced_at = time.time()
-            break
-        time.sleep(0.25)
+    seen: dict[str, str] = {}
+
+    def synced() -> bool:
+        seen.clear()
+        seen.update(_topic_configs(mirror_env.target, remote))
+        return seen.get("retention.ms") == RETENTION_MS
+
+    try:
+        wait_until(synced, SYNC_TIMEOUT_S, f"retention.ms on {remote}", interval=0.25)
+        synced_at: float | None = time.time()
+    except TimeoutError:
+        synced_at = None
     run.record_figure("config_sync_s", None if synced_at is None else synced_at - set_at[0],
                       f"retention.ms set on {topic} -> seen on {remote}")
     # One more sync round, proven rather than waited for: retention.ms changed again on the
@@ -217,7 +226,7 @@ def test_config_sync_source_default(mirror_env, mirror_topics, mirror_producer, 
     """``use.defaults.from=source`` (Kafka's ``testReplicateSourceDefault``)."""
     _skip_unless_defaults_told_apart(mirror_env, mirror_leave_out)
     rep = mirror_env.replicator
-    release = getattr(rep, "release", None)
+    release = rep.release
     if release is not None and (release.version or (0,)) < (3, 5):
         pytest.skip(f"use.defaults.from: MirrorMaker 2 of Kafka 3.5 or later (KIP-894), not {rep.spec}")
     [topic] = mirror_topics(1, partitions=2)

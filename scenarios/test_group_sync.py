@@ -33,6 +33,7 @@ import time
 import pytest
 
 from pytest_kafka_mirror import explain, witness
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.verify.failover import TargetReader
 
 RATE = 200
@@ -52,11 +53,11 @@ class _ActiveMember:
                                   "auto.offset.reset": "earliest", "session.timeout.ms": 30000})
         self.consumer.subscribe([topic])
         self.stop = threading.Event()
-        deadline = time.monotonic() + 30
-        while not self.consumer.assignment():
-            if time.monotonic() > deadline:
-                pytest.fail(f"the active member of {group} got no partitions of {topic} on the target in 30 s")
-            self.consumer.poll(0.1)
+        try:
+            wait_until(self.consumer.assignment, 30, f"partitions of {topic} for {group}", interval=0.1,
+                       pause=self.consumer.poll)
+        except TimeoutError:
+            pytest.fail(f"the active member of {group} got no partitions of {topic} on the target in 30 s")
         self.thread = threading.Thread(target=self._poll, daemon=True)
         self.thread.start()
 
@@ -77,9 +78,9 @@ def _sync_settings(rep, leave_out):
     and does not: this scenario asks for it, a replicator that gives nothing to check fails."""
     if "group sync" in leave_out:
         pytest.skip(f"group offset sync: {leave_out['group sync']}")
-    settings = getattr(rep, "checkpoints", None)
+    settings = rep.checkpoints
     if settings is None:
-        pytest.skip(f"group offset sync: {getattr(rep, 'no_translation', None) or f'{rep.spec} does not say'}")
+        pytest.skip(f"group offset sync: {rep.no_translation or f'{rep.spec} does not say'}")
     why = settings.no_group_sync()
     if why:
         pytest.fail(f"group offset sync: nothing to check: {why}; this scenario asks for it "
@@ -111,7 +112,7 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
     offsets = {(topic, int(p)): o for p, o in end["offsets"][topic].items()}
     active_group = f"{idle.group}-active"
     reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [idle.group, active_group],
-                          getattr(rep, "heartbeat_emitter", None))
+                          rep.heartbeat_emitter)
     try:
         synced_at = _await_sync(reader, idle.group, remote, len(offsets))
         run.record_figure("group_sync_s", None if synced_at is None else synced_at - end["time_us"] / 1e6,
@@ -143,12 +144,12 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
 
 def _await_sync(reader: TargetReader, group: str, remote: str, partitions: int) -> float | None:
     """When ``group`` had a committed offset on every partition of ``remote`` (epoch s)."""
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if len([tp for tp in reader.committed(group) if tp[0] == remote]) >= partitions:
-            return time.time()
-        time.sleep(0.5)
-    return None
+    try:
+        wait_until(lambda: len([tp for tp in reader.committed(group) if tp[0] == remote]) >= partitions,
+                   SYNC_TIMEOUT_S, f"{group}'s offsets on {remote}", interval=0.5)
+    except TimeoutError:
+        return None
+    return time.time()
 
 
 def _latest_checkpoints(reader: TargetReader, group: str, remote: str) -> dict[int, tuple[int, int]]:
@@ -161,13 +162,17 @@ def _latest_checkpoints(reader: TargetReader, group: str, remote: str) -> dict[i
 def _await_checkpoints(reader: TargetReader, group: str, remote: str, upstream: dict[int, int]):
     """The newest checkpoints once each partition's is at ``upstream``; (when, them) or (None, last seen)."""
     seen: dict[int, tuple[int, int]] = {}
-    deadline = time.monotonic() + SYNC_TIMEOUT_S
-    while time.monotonic() < deadline:
-        seen = _latest_checkpoints(reader, group, remote)
-        if all(seen.get(p, (None,))[0] == o for p, o in upstream.items()):
-            return time.time(), seen
-        time.sleep(0.5)
-    return None, seen
+
+    def there() -> bool:
+        seen.clear()
+        seen.update(_latest_checkpoints(reader, group, remote))
+        return all(seen.get(p, (None,))[0] == o for p, o in upstream.items())
+
+    try:
+        wait_until(there, SYNC_TIMEOUT_S, f"{group}'s checkpoints on {remote}", interval=0.5)
+    except TimeoutError:
+        return None, seen
+    return time.time(), seen
 
 
 @pytest.mark.nightly  # an MM2 of its own: 51 s on Apache Kafka 4.3.1 + MM2 4.3.1
@@ -193,7 +198,7 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
     [group] = run.witness_logs()
     end = {int(p): o for p, o in group.commits[-1]["offsets"][topic].items()}
     reader = TargetReader(mirror_env.target.bootstrap_servers, settings, [group.group],
-                          getattr(rep, "heartbeat_emitter", None))
+                          rep.heartbeat_emitter)
     try:
         at_end, before = _await_checkpoints(reader, group.group, remote, end)
         assert at_end is not None, (f"{group.group} at the end {end} was not checkpointed in {SYNC_TIMEOUT_S} s: "

@@ -1,4 +1,4 @@
-"""Several clusters and flows at once: active-active, fan-out, fan-in (issue 25).
+"""Several clusters and flows at once: active-active, fan-out, fan-in.
 
 Each test has a private environment (its own clusters and replicator, ``source -> target``)
 and grows it: ``mirror_env.add_cluster("third")`` starts a third cluster of the target's
@@ -71,14 +71,14 @@ IDENTITY_CYCLES = (
 
 def _no_flows(rep) -> str:
     """Why no further flow can be started with this replicator ('' when it can)."""
-    if not getattr(rep, "controllable", True):
+    if not rep.controllable:
         return f"{rep.spec} runs outside the plugin: it cannot start another flow between the test's clusters"
     return ""
 
 
 def _no_cycle_detection(rep) -> str:
     """Why this replicator cannot run both ways on the same topics ('' when it can)."""
-    if getattr(rep, "detects_cycles", False):  # MM2 and the reference mirror under DefaultReplicationPolicy
+    if rep.detects_cycles:  # MM2 and the reference mirror under DefaultReplicationPolicy
         return ""
     if rep.spec.startswith(("mm2:", "reference")):
         props = dict(getattr(rep, "properties", ()) or ())

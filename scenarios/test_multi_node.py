@@ -150,7 +150,7 @@ def _copying_on_every_partition(source, target, topic: str, remote: str, partiti
 @pytest.mark.kafka_mirror(replicator_properties=MULTI_NODE)
 def test_multi_node_kill_and_rolling_restart(mirror_env, mirror_topics, mirror_producer, mirror_verifier, mm2_nodes):
     rep = mirror_env.replicator
-    release = getattr(rep, "release", None)
+    release = rep.release
     if not rep.spec.startswith("mm2:"):
         pytest.skip(f"several nodes of one replicator: MirrorMaker 2's dedicated mode, not {rep.spec}")
     if release is not None and (release.version or (0,)) < (3, 5):

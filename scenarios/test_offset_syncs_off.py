@@ -29,8 +29,8 @@ OFF = {"emit.offset-syncs.enabled": "false"}
 @pytest.mark.kafka_mirror(replicator_properties=OFF)
 def test_replication_without_offset_syncs(mirror_env, mirror_topics, mirror_producer, mirror_verifier):
     rep = mirror_env.replicator
-    settings = getattr(rep, "checkpoints", None)
-    release = getattr(rep, "release", None)
+    settings = rep.checkpoints
+    release = rep.release
     if settings is None:
         pytest.skip(f"{rep.spec}: no MirrorMaker 2-style offset syncs to turn off")
     if release is not None and (release.version or (0,)) < (3, 9):

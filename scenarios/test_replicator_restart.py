@@ -48,7 +48,7 @@ CATCH_UP_S = 12  # seconds from copying again until p99 is back under the SLO, a
 
 def _duration(rep) -> float:
     """Long enough to see the recovery: a stop and a restart together may take about three first starts."""
-    return max(DURATION, START_AT + 3 * (getattr(rep, "startup_seconds", None) or 0.0) + CATCH_UP_S)
+    return max(DURATION, START_AT + 3 * (rep.startup_seconds or 0.0) + CATCH_UP_S)
 
 
 def _recovery_budget(report) -> float:

@@ -61,7 +61,7 @@ def releases(kafka_mirror_settings):
 
 def _duration(rep) -> float:
     """Long enough to see the recovery: stop + start may take about three first starts."""
-    return SWITCH_AT + 3 * (getattr(rep, "startup_seconds", None) or 0.0) + CATCH_UP_S
+    return SWITCH_AT + 3 * (rep.startup_seconds or 0.0) + CATCH_UP_S
 
 
 @pytest.mark.kafka_mirror(replicator_properties=SYNC)
@@ -95,6 +95,6 @@ def test_in_place_upgrade_mid_stream(direction, releases, mirror_env, mirror_top
     across = f"across the switch {old.spec} -> {mirror_env.replicator.spec}"
     assert report.duplicated <= bound.records, f"{bound.exceeded(report.duplicated, across)}\n{report.summary()}"
     report.assert_recovers_within(switched.took + CATCH_UP_S, p99_ms=P99_SLO_MS)
-    if getattr(mirror_env.replicator, "checkpoints", None) is not None:
+    if mirror_env.replicator.checkpoints is not None:
         groups = mirror_failover(run)
         groups.assert_ok(as_syncs_allow=False)  # nothing skipped, no rewind, within the log, translated

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -43,17 +42,16 @@ TAG_ENV = "KAFKA_MIRROR_TEST_TAG"
 
 def processes_tagged(tag: str) -> list[str]:
     """Command lines of live processes whose environment carries ``TAG_ENV=tag``."""
+    import psutil
+
     found = []
-    needle = f"{TAG_ENV}={tag}".encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid():
             continue
         try:
-            if needle in (entry / "environ").read_bytes().split(b"\0"):
-                state = (entry / "stat").read_text().split(")")[-1].split()[0]
-                if state != "Z":
-                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
-        except OSError:
+            if proc.environ().get(TAG_ENV) == tag and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(" ".join(proc.cmdline()))
+        except psutil.Error:  # gone, or not ours to read
             continue
     return found
 

@@ -108,5 +108,5 @@ def sample_failover_result(nodeid: str, report: FailoverReport, index: int = 0, 
 def sample_run(*results: TestResult, commit: str | None = None, dirty: bool = False) -> dict[str, Any]:
     commit_info = dict(FIXED["commit_info"], dirty=dirty, **({"id": commit} if commit else {}))
     settings = resolve_settings({}, lambda key: None, {}, rootdir=Path("/r"))
-    return build_run(results, settings=settings, metadata={"replicator_version": "mm2 3.7.0"}, now=FIXED["now"],
+    return build_run(results, settings=settings.stored(), metadata={"replicator_version": "mm2 3.7.0"}, now=FIXED["now"],
                      machine_info=FIXED["machine_info"], commit_info=commit_info, plugin=FIXED["plugin"])

@@ -106,7 +106,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     from ..rundir import REPORT_FILE, SOURCE_DIR, load_manifests
     from ..verify import MirrorMismatchError, stop_spark, verify_run
     from ..verify.connect import SparkConnectError
-    from ..verify.session import SparkStartError, session_running
+    from ..verify.spark import SparkStartError, session_running
 
     conflict = _spark_conflict(args)
     if conflict is not None:

@@ -11,11 +11,12 @@ an unknown cluster behind ``bootstrap:`` might be a Tansu.
 
 from __future__ import annotations
 
-import time
+import contextlib
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..processes.managed import wait_until
 from .base import Capabilities, KafkaAdminMixin
 
 __all__ = ["probe_capabilities"]
@@ -56,11 +57,13 @@ def _read(
     out: list[Any] = []
     try:
         c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            out += [m for m in c.consume(100, 0.05) if not m.error()]
-            if len(out) >= want and (until is None or any(m.value() == until for m in out)):
-                break
+
+        def enough() -> bool:
+            out.extend(m for m in c.consume(100, 0.05) if not m.error())
+            return len(out) >= want and (until is None or any(m.value() == until for m in out))
+
+        with contextlib.suppress(TimeoutError):  # a probe that got less: the caller judges it
+            wait_until(enough, timeout, f"{want} probe records", interval=0)
     finally:
         c.close()
     return out
@@ -83,11 +86,10 @@ def _add_partitions(cluster: KafkaAdminMixin, topic: str) -> tuple[bool, str]:
 
     fut = cluster.admin().create_partitions([NewPartitions(topic, 2)], operation_timeout=10)[topic]
     fut.result(timeout=15)
-    deadline = time.monotonic() + 10
-    while cluster.partitions(topic) != 2:
-        if time.monotonic() > deadline:
-            return False, "CreatePartitions was acknowledged but metadata still shows 1 partition after 10 s"
-        time.sleep(0.05)
+    try:
+        wait_until(lambda: cluster.partitions(topic) == 2, 10, "the grown topic in metadata")
+    except TimeoutError:
+        return False, "CreatePartitions was acknowledged but metadata still shows 1 partition after 10 s"
     return True, "probed: CreatePartitions grew a topic from 1 to 2 partitions"
 
 
@@ -224,9 +226,8 @@ def probe_capabilities(
         try:
             admin.create_topics([NewTopic(topic, 1, cluster.replication_factor, config=config)], operation_timeout=10)[topic].result(timeout=15)
             created.append(topic)
-            deadline = time.monotonic() + 10
-            while cluster.partitions(topic) is None and time.monotonic() < deadline:
-                time.sleep(0.05)
+            with contextlib.suppress(TimeoutError):  # the probe says what it finds
+                wait_until(lambda: cluster.partitions(topic) is not None, 10, "the probe topic in metadata")
             values[name], reasons[name] = probe(cluster, topic)
         except Exception as exc:
             msg = exc.args[0] if exc.args else exc

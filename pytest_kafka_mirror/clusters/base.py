@@ -13,7 +13,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
-from ..processes.managed import tcp_reachable  # re-exported: the backends' readiness probe
+from ..processes.managed import (
+    tcp_reachable,  # re-exported: the backends' readiness probe
+    wait_until,
+)
 
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
@@ -97,10 +100,54 @@ class Capabilities:
 
 @runtime_checkable
 class Cluster(Protocol):
-    """A Kafka-protocol cluster the plugin produces to or consumes from."""
+    """A Kafka-protocol cluster the plugin produces to or consumes from.
+
+    Every backend inherits :class:`KafkaAdminMixin`, which gives the defaults of the
+    attributes and methods below (each says its own); the plugin reads them directly.
+    """
 
     name: str
     spec: str
+
+    @property
+    def flavour(self) -> str:
+        """The broker implementation when it matters to a client (``tansu``: MM2 and the
+        reference mirror bound their fetch waits and take topic configs from the source);
+        default ``""``."""
+        ...
+
+    @property
+    def replication_factor(self) -> int:
+        """Of every topic the plugin (or a replicator) creates here; default -1: the
+        broker's ``default.replication.factor``."""
+        ...
+
+    @property
+    def client_properties(self) -> Mapping[str, str]:
+        """librdkafka properties of every client of it besides ``bootstrap.servers``
+        (security); default none."""
+        ...
+
+    @property
+    def created_topics(self) -> list[str] | None:
+        """The topics this process created here, kept by clusters the plugin did not start
+        (``bootstrap:``), whose session deletes them at its end; default None: not kept."""
+        ...
+
+    def set_client_properties(self, props: Mapping[str, str] | None) -> None:
+        """Put the user's client properties over the backend's own (before it starts)."""
+        ...
+
+    def client_config(self) -> dict[str, Any]:
+        """The whole librdkafka configuration of a client of it: bootstrap servers and
+        :attr:`client_properties`."""
+        ...
+
+    def link_listener(self) -> tuple[int, int] | None:
+        """(P, Q) when a faultable link in front of it needs a listener of the broker's own:
+        the broker listens on Q for the link and advertises P, where the link listens
+        (``kafka:V``); default None: the link forwards to the bootstrap address as it is."""
+        ...
 
     @property
     def bootstrap_servers(self) -> str: ...
@@ -209,6 +256,13 @@ class KafkaAdminMixin:
     #: the topics this process created here, kept only by clusters the plugin did not start
     #: (``bootstrap:``, which sets a list): the session deletes them at its end
     created_topics: list[str] | None = None
+    #: the broker implementation when it matters to a client (``tansu``); "" otherwise
+    flavour: str = ""
+
+    def link_listener(self) -> tuple[int, int] | None:
+        """None: a link in front of this cluster forwards to its bootstrap address as it is
+        (see :meth:`Cluster.link_listener`)."""
+        return None
 
     def set_client_properties(self, props: Mapping[str, str] | None) -> None:
         """Put the user's properties over the backend's own (before the cluster starts)."""
@@ -299,11 +353,11 @@ class KafkaAdminMixin:
         _CREATED_US[name] = time.time_ns() // 1000
         if self.created_topics is not None:
             self.created_topics.append(name)
-        deadline = time.monotonic() + self.admin_timeout
-        while self.partitions(name) != partitions:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{self.name}: topic {name!r} did not show {partitions} partitions in metadata")
-            time.sleep(0.02)
+        try:
+            wait_until(lambda: self.partitions(name) == partitions, self.admin_timeout,
+                       f"topic {name!r} to show its partitions", interval=0.02)
+        except TimeoutError:
+            raise ClusterError(f"{self.name}: topic {name!r} did not show {partitions} partitions in metadata") from None
         return name
 
     def ensure_topic(self, name: str, partitions: int = 1) -> str:
@@ -326,11 +380,11 @@ class KafkaAdminMixin:
             futures[topic].result(timeout=self.admin_timeout)
         except KafkaException as exc:
             raise ClusterError(f"{self.name}: cannot grow topic {topic!r} to {total} partitions: {exc}") from None
-        deadline = time.monotonic() + self.admin_timeout
-        while (self.partitions(topic) or 0) < total:
-            if time.monotonic() > deadline:
-                raise ClusterError(f"{self.name}: topic {topic!r} did not show {total} partitions in metadata")
-            time.sleep(0.02)
+        try:
+            wait_until(lambda: (self.partitions(topic) or 0) >= total, self.admin_timeout,
+                       f"topic {topic!r} to show its new partitions", interval=0.02)
+        except TimeoutError:
+            raise ClusterError(f"{self.name}: topic {topic!r} did not show {total} partitions in metadata") from None
 
     def partitions(self, topic: str) -> int | None:
         """Partition count of ``topic``, or None when it does not exist."""

@@ -27,8 +27,6 @@ in ~6 s into 92 jars, 54 MB.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
@@ -36,10 +34,12 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from filelock import FileLock
 
 __all__ = [
     "CACHE_ENV",
@@ -293,12 +293,10 @@ def cached_releases(cache: Path) -> list[tuple[KafkaRelease, dict[str, Any]]]:
 # -- installing ------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _install_lock(cache: Path) -> Iterator[None]:
+def _install_lock(cache: Path) -> FileLock:
+    """One process at a time installs into ``cache`` (xdist workers, parallel sessions)."""
     cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".install.lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
-        yield
+    return FileLock(cache / ".install.lock")
 
 
 def release(

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from .._clientconf import ClientProperties, format_properties, redact
-from ..processes.managed import ManagedProcess
+from ..processes.managed import ManagedProcess, wait_until
 from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
 from .kafka_dist import KafkaRelease, Version, release_at
 
@@ -407,29 +407,32 @@ class KafkaCluster(KafkaAdminMixin):
         self._admin = None
         deadline = time.monotonic() + self.startup_timeout
         want = {b.node_id for b in self.brokers}
-        last = "no answer yet"
-        while True:
+        last = ["no answer yet"]
+
+        def all_brokers() -> bool:
             for b in nodes:
                 if b.runner is not None and not b.runner.running:
                     raise ClusterError(f"{self.name}: Kafka exited during start-up: {b.runner.describe_exit()}")
             failure = self.auth_failure()
             if failure:  # no retry cures wrong credentials: say so now, not at the timeout
                 raise ClusterError(failure)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                tails = "\n".join(f"node {b.node_id}:\n{b.logs(15)}" for b in nodes)
-                raise ClusterError(
-                    f"{self.name}: Kafka {self.version_text} from {self.home} did not show its {self.nodes} "
-                    f"broker(s) in metadata within {self.startup_timeout:g} s ({last}). Last log lines:\n{tails}")
             try:
-                md = self.admin().list_topics(timeout=max(0.5, min(3.0, left)))
-                seen = set(md.brokers)
-                if want <= seen:
-                    return
-                last = f"metadata shows brokers {sorted(seen)}"
+                md = self.admin().list_topics(timeout=max(0.5, min(3.0, deadline - time.monotonic())))
             except KafkaException as exc:
-                last = str(exc.args[0] if exc.args else exc)
-            time.sleep(0.2)
+                last[0] = str(exc.args[0] if exc.args else exc)
+                return False
+            seen = set(md.brokers)
+            last[0] = f"metadata shows brokers {sorted(seen)}"
+            return want <= seen
+
+        try:
+            wait_until(all_brokers, self.startup_timeout, "the brokers in metadata", interval=0.2)
+        except TimeoutError:
+            tails = "\n".join(f"node {b.node_id}:\n{b.logs(15)}" for b in nodes)
+            raise ClusterError(
+                f"{self.name}: Kafka {self.version_text} from {self.home} did not show its {self.nodes} "
+                f"broker(s) in metadata within {self.startup_timeout:g} s ({last[0]}). Last log lines:\n{tails}"
+            ) from None
 
     # -- the whole cluster's lifecycle -------------------------------------------------------------
     def stop(self) -> None:

@@ -21,15 +21,15 @@ full isolation, e.g. to restart a broker).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock
 
 from .._clientconf import write_private
 from ..processes.cleanup import stop_registered
@@ -61,15 +61,10 @@ class ShareDir:
     def registry(self) -> Path:
         return self.path / "supervisors.txt"
 
-    @contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self) -> FileLock:
+        """The run's lock on its shared clusters: one worker starts a cluster, the others wait."""
         self.path.mkdir(parents=True, exist_ok=True)
-        with open(self.path / "lock", "a+") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        return FileLock(self.path / "lock")
 
     def endpoint_file(self, role: str) -> Path:
         return self.path / f"{role}.json"
@@ -94,10 +89,10 @@ class ShareDir:
                     "role": role, "spec": cluster.spec, "bootstrap_servers": cluster.bootstrap_servers,
                     "capabilities": caps, "started_by": os.environ.get("PYTEST_XDIST_WORKER", "master"),
                     # what a replicator's configuration depends on (replicators/mm2.py)
-                    "flavour": "tansu" if cluster.spec == "tansu" else getattr(cluster, "flavour", ""),
-                    "replication_factor": getattr(cluster, "replication_factor", -1),
+                    "flavour": cluster.flavour,
+                    "replication_factor": cluster.replication_factor,
                     # its clients' properties (a secured backend's generated credentials): the file is 0600
-                    "client_properties": dict(getattr(cluster, "client_properties", {})),
+                    "client_properties": dict(cluster.client_properties),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}

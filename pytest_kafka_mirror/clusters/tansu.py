@@ -11,13 +11,14 @@ scenarios that need them skip with the reason.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import re
 import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from filelock import FileLock
 
 from ..processes.managed import ManagedProcess, ProcessFailed, wait_until
 from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, tcp_reachable
@@ -60,15 +61,12 @@ def _resolve_lock() -> Iterator[None]:
     for directory in (Path.home() / ".calfkit", Path(tempfile.gettempdir())):
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            f = open(directory / ".kafka-mirror-resolve.lock", "a+")
+            lock = directory / ".kafka-mirror-resolve.lock"
+            lock.touch()
         except OSError:
             continue
-        with f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with FileLock(lock):
+            yield
         return
     yield  # nowhere to put a lock: resolve unguarded
 
@@ -99,6 +97,7 @@ class TansuCluster(KafkaAdminMixin):
     def __init__(self, name: str, workdir: str | os.PathLike[str], *, startup_timeout: float = 20.0) -> None:
         self.name = name
         self.spec = "tansu"
+        self.flavour = "tansu"
         self.workdir = Path(workdir)
         self.startup_timeout = startup_timeout
         self.cluster_id = f"{re.sub(r'[^A-Za-z0-9_-]', '-', name)}-{uuid.uuid4().hex[:8]}"

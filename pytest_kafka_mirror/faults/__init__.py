@@ -2,7 +2,7 @@
 (:mod:`.linkproxy`) and its loss and bandwidth shaping (:mod:`.netem`).
 
 The verbs scenarios use (``at``, ``kill``, ``start``, ``pause``, ``delay``, ``loss``, ...)
-are importable from here, as before the split.
+are importable from here: ``from pytest_kafka_mirror.faults import at, kill``.
 """
 
 from .schedule import *

@@ -18,15 +18,14 @@ and the root is removed with its last class.
 from __future__ import annotations
 
 import atexit
-import fcntl
 import os
 import re
 import shutil
 import subprocess
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from filelock import FileLock
 
 __all__ = ["ShapingError", "PortShaper", "remove_all", "shaping_unavailable"]
 
@@ -66,14 +65,9 @@ def shaping_unavailable(kind: str = "loss") -> str | None:
     return None
 
 
-@contextmanager
-def _tc_lock() -> Iterator[None]:
-    with open(_LOCK, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+def _tc_lock() -> FileLock:
+    """One process at a time changes the HTB classes of the loopback device."""
+    return FileLock(_LOCK)
 
 
 def _classes() -> set[int]:

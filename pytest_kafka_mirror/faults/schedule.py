@@ -545,8 +545,7 @@ class MirrorFaults:
             except (FaultError, ShapingError) as exc:
                 log.error("healing %s failed: %s", link.name, exc)
         rep = self.env.replicator
-        proc = getattr(rep, "process", None)
-        if proc is not None and getattr(proc, "paused", False):
+        if rep.paused:
             try:
                 rep.resume()
             except Exception as exc:

@@ -4,13 +4,13 @@ both the process layer and the container layer (:mod:`.docker`), which builds on
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
-import time
 from pathlib import Path
 
 from .docker import remove_named_containers
-from .managed import _pid_alive
+from .managed import _pid_alive, wait_until
 
 __all__ = ["stop_registered"]
 
@@ -34,10 +34,9 @@ def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
             running.append(pid)
         except (ProcessLookupError, PermissionError):
             pass
-    deadline = time.monotonic() + timeout
+    with contextlib.suppress(TimeoutError):  # then SIGKILL what is left
+        wait_until(lambda: not any(_pid_alive(pid) for pid in running), timeout, "the stopped processes to exit")
     for pid in running:
-        while time.monotonic() < deadline and _pid_alive(pid):
-            time.sleep(0.05)
         if _pid_alive(pid):
             try:
                 os.killpg(pid, signal.SIGKILL)

@@ -26,14 +26,13 @@ import shutil
 import socket
 import tempfile
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import managed as _process
-from .managed import tcp_reachable
+from .managed import tcp_reachable, wait_until
 
 if TYPE_CHECKING:
     import docker
@@ -292,7 +291,9 @@ def _owner_alive(owner: str) -> bool:
         return True  # another machine sharing the engine: leave its containers alone
     if boot != _boot_id():
         return False
-    return Path(f"/proc/{pid}").exists()
+    import psutil
+
+    return pid.isdigit() and psutil.pid_exists(int(pid))
 
 
 def reap_orphans() -> list[str]:
@@ -525,11 +526,12 @@ _process.register_cleanup(_remove_all)
 
 def wait_tcp(port: int, timeout: float, alive: Any, what: str) -> None:
     """Wait until 127.0.0.1:``port`` accepts a connection or ``alive()`` turns false."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+
+    def listening() -> bool:
         if tcp_reachable("127.0.0.1", port):
-            return
+            return True
         if not alive():
             raise RuntimeError(f"{what} exited before listening on 127.0.0.1:{port}")
-        time.sleep(0.1)
-    raise TimeoutError(f"timed out after {timeout:g} s waiting for {what} to listen on 127.0.0.1:{port}")
+        return False
+
+    wait_until(listening, timeout, f"{what} to listen on 127.0.0.1:{port}", interval=0.1)

@@ -27,9 +27,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = ["ManagedProcess", "ProcessFailed", "child_env", "detached", "live_processes", "register_cleanup", "tcp_reachable", "wait_until"]
+
+T = TypeVar("T")
 
 _PR_SET_PDEATHSIG = 1
 _live: dict[int, ManagedProcess] = {}
@@ -67,11 +69,13 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     # A zombie child of ours (not reaped yet) is dead for our purposes.
+    import psutil
+
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except (OSError, IndexError):
+        zombie = psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.Error:
         return False
-    if state == "Z":
+    if zombie:
         try:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
@@ -141,22 +145,33 @@ def live_processes() -> list[ManagedProcess]:
 
 
 def wait_until(
-    predicate: Callable[[], bool],
+    predicate: Callable[[], T | None],
     timeout: float,
     what: str,
     *,
     interval: float = 0.05,
     on_timeout: Callable[[], str] | None = None,
-) -> None:
-    """Poll ``predicate`` until it is true or raise ``TimeoutError`` naming ``what``."""
+    pause: Callable[[float], object] = time.sleep,
+) -> T:
+    """Call ``predicate`` until it returns something true, and return that; after ``timeout``
+    seconds raise ``TimeoutError("timed out after T s waiting for WHAT")`` with the text of
+    ``on_timeout()`` appended (what was seen last: the predicate's closure can keep it).
+
+    The predicate is called at once, then after each ``interval``, and once more after the
+    deadline passed, before the error.  An exception it raises ends the wait (say, the awaited process
+    exited).  ``pause(interval)`` spends the interval: ``time.sleep``, or a Kafka client's
+    ``poll``, which serves the client's callbacks meanwhile.  For a wait that may end
+    unfulfilled (a best effort before going on), catch the ``TimeoutError``.
+    """
     deadline = time.monotonic() + timeout
     while True:
-        if predicate():
-            return
+        value = predicate()
+        if value:
+            return value
         if time.monotonic() >= deadline:
             extra = on_timeout() if on_timeout else ""
             raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}{extra}")
-        time.sleep(interval)
+        pause(interval)
 
 
 #: what marks an error line in a process's log (log4j levels, Java exceptions, Python tracebacks)

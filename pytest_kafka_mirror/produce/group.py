@@ -24,6 +24,7 @@ when this process dies.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._warnings import PytestKafkaMirrorWarning
+from ..processes.managed import wait_until
 from ..rundir import Manifest, write_json_atomic
 from .producer import (
     PROGRESS_EVERY,
@@ -202,9 +204,9 @@ class ProducerGroup:
     def _results_after_stop(self, procs: Sequence[Any]) -> list[Manifest]:
         """The processes told to stop (the stop file) flush and write their manifests: the
         ones written within the flush timeout (10 s at most), marked interrupted."""
-        deadline = time.monotonic() + min(self.flush_timeout, 10.0)
-        while any(proc.running for proc in procs) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        with contextlib.suppress(TimeoutError):  # then take the manifests that were written
+            wait_until(lambda: not any(proc.running for proc in procs), min(self.flush_timeout, 10.0),
+                       "the stopped producer processes to exit")
         out = []
         for i in range(len(procs)):
             path = self.work_dir / f"result-{i}.json"
@@ -220,22 +222,24 @@ class ProducerGroup:
         return ProducerError(f"producer process {i} ({self.producer_ids[i]}) failed: {what}")
 
     def _wait_ready(self, procs: Sequence[Any]) -> None:
-        deadline = time.monotonic() + self.startup_timeout
-        while True:
-            ready = 0
+        ready = [0]
+
+        def all_ready() -> bool:
+            ready[0] = 0
             for i, proc in enumerate(procs):
                 if (self.work_dir / f"ready-{i}.json").exists():
-                    ready += 1
+                    ready[0] += 1
                 elif not proc.running:
                     raise self._failure(procs, i)
-            if ready == len(procs):
-                return
-            if time.monotonic() > deadline:
-                raise ProducerError(
-                    f"{len(procs) - ready} of {len(procs)} producer processes were not connected to "
-                    f"{self.bootstrap_servers} within {self.startup_timeout:g} s; logs in {self.work_dir}"
-                )
-            time.sleep(0.01)
+            return ready[0] == len(procs)
+
+        try:
+            wait_until(all_ready, self.startup_timeout, "the producer processes to connect", interval=0.01)
+        except TimeoutError:
+            raise ProducerError(
+                f"{len(procs) - ready[0]} of {len(procs)} producer processes were not connected to "
+                f"{self.bootstrap_servers} within {self.startup_timeout:g} s; logs in {self.work_dir}"
+            ) from None
 
     def _watch(self, procs: Sequence[Any], progress: Callable[[dict[str, Any]], None] | None,
                should_stop: Callable[[], bool] | None, on_counts: CountsCallback | None) -> None:
@@ -284,13 +288,13 @@ def _worker(work_dir: Path, index: int) -> int:
     topics = [TopicLanes(**t) for t in spec["topics"]]
     client = producer.connect(spec["warmup_topic"])
     write_json_atomic(work_dir / f"ready-{index}.json", {"warmup_seconds": client[1]})
-    deadline = time.monotonic() + spec["startup_timeout"]
-    while not (work_dir / START).exists():
-        if stop_file.exists():
-            return 0
-        if time.monotonic() > deadline:
-            raise ProducerError(f"no start signal within {spec['startup_timeout']:g} s")
-        time.sleep(0.002)
+    try:
+        wait_until(lambda: (work_dir / START).exists() or stop_file.exists(), spec["startup_timeout"],
+                   "the start signal", interval=0.002)
+    except TimeoutError:
+        raise ProducerError(f"no start signal within {spec['startup_timeout']:g} s") from None
+    if not (work_dir / START).exists():
+        return 0  # stopped before the start
     start_at = json.loads((work_dir / START).read_text())["start_at"]
     checked = [0.0]
 

@@ -6,7 +6,7 @@ msg/s``) only when it really cannot keep up: the lag stayed above :data:`LAG_LIM
 :data:`LAG_WINDOW_S` without interruption and is no smaller at the end of that window than
 at its start (:class:`_LagWatch`).  A brief stall, or a backlog the producer is absorbing
 (its lag shrinking, as after a burst of a rate profile), is not reported; it shows in the
-schedule slip and in ``stats["max_lag_s"]``.  (Issue 13: the records-behind count of a
+schedule slip and in ``stats["max_lag_s"]``.  (An earlier rule, the records-behind count of a
 whole run, compared with a quarter second of the rate *after* a step down, warned about a
 producer that had kept up.)
 """

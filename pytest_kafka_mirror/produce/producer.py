@@ -24,6 +24,7 @@ The figures are in ``benchmarks/`` (docs/performance.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -32,6 +33,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
+from ..processes.managed import wait_until
 from ..rundir import Manifest
 
 # The names marked F401 were defined here before lag.py, manifest.py and profile.py, and
@@ -220,14 +222,19 @@ class _SendLoop:
 
         if not (isinstance(exc, KafkaException) and exc.args and exc.args[0].code() == KafkaError._UNKNOWN_PARTITION):
             raise exc
-        deadline = time.monotonic() + PARTITION_WAIT_S
-        while time.monotonic() < deadline:
-            meta = self.client.list_topics(topic, timeout=5).topics.get(topic)
-            if meta is not None and partition in meta.partitions:
-                return
-            self.client.poll(0.1)
-        raise ProducerError(f"topic {topic!r} has no partition {partition} after {PARTITION_WAIT_S:g} s "
-                            f"(the client's metadata: {sorted(meta.partitions) if meta else 'no topic'})")
+        seen: list[Any] = [None]
+
+        def known() -> bool:
+            seen[0] = meta = self.client.list_topics(topic, timeout=5).topics.get(topic)
+            return meta is not None and partition in meta.partitions
+
+        try:
+            wait_until(known, PARTITION_WAIT_S, f"partition {partition} of {topic!r}", interval=0.1,
+                       pause=self.client.poll)
+        except TimeoutError:
+            meta = seen[0]
+            raise ProducerError(f"topic {topic!r} has no partition {partition} after {PARTITION_WAIT_S:g} s "
+                                f"(the client's metadata: {sorted(meta.partitions) if meta else 'no topic'})") from None
 
     def send(self, t: _Topic, k0: int, k1: int, due: tuple[float, float] | None) -> None:
         """Hand records ``k0 .. k1-1`` of topic ``t`` to the client.
@@ -521,7 +528,6 @@ class MirrorProducer:
         except Exception as exc:
             log.error("producer %s: purge after the flush timeout failed: %s", self.producer_id, exc)
             return len(producer)
-        deadline = time.monotonic() + 5.0
-        while len(producer) and time.monotonic() < deadline:
-            producer.poll(0.1)
+        with contextlib.suppress(TimeoutError):  # then count what is left
+            wait_until(lambda: not len(producer), 5.0, "the purged records' reports", interval=0.1, pause=producer.poll)
         return len(producer)

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..clusters.base import Cluster
 
 __all__ = ["SAME_NAME", "client_properties_of", "jaas_config", "java_client_properties", "warn_untranslated"]
 
@@ -108,12 +111,12 @@ def java_client_properties(props: Mapping[str, str]) -> tuple[dict[str, str], li
     return java, untranslated
 
 
-def client_properties_of(cluster: Any) -> dict[str, str]:
+def client_properties_of(cluster: Cluster) -> dict[str, str]:
     """The librdkafka client properties of ``cluster`` (a cluster, a ViaLink; {} when none)."""
-    return dict(getattr(cluster, "client_properties", None) or {})
+    return dict(cluster.client_properties or {})
 
 
-def warn_untranslated(replicator: str, clusters: Mapping[str, Any]) -> list[str]:
+def warn_untranslated(replicator: str, clusters: Mapping[str, Cluster]) -> list[str]:
     """Warn (:class:`PytestKafkaMirrorWarning`) about each cluster's client properties that
     have no Java equivalent here: named, never their values.  Returns the warnings' text."""
     import warnings

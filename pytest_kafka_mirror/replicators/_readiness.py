@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..produce.records import WARMUP_KEY, parse_warmup, warmup_value
-from .base import ReplicatorError
+from .base import Replicator, ReplicatorError
 
 __all__ = ["ReadinessError", "TopicReadiness", "await_ready", "format_partitions", "replicator_hooks"]
 
@@ -121,13 +121,13 @@ def _describe(rounds: Mapping[str, TopicReadiness], targets: Mapping[str, int], 
     return lines
 
 
-def replicator_hooks(rep: Any) -> dict[str, Any]:
+def replicator_hooks(rep: Replicator | None) -> dict[str, Any]:
     """:func:`await_ready`'s ``what`` / ``alive`` / ``logs`` / ``status`` for a replicator
     object (None: only the clusters are known)."""
     if rep is None:
         return {"what": "the replicator"}
-    return {"what": getattr(rep, "label", None) or rep.describe(), "alive": lambda: bool(getattr(rep, "running", True)),
-            "logs": lambda: rep.logs(40), "status": getattr(rep, "status", lambda: "")}
+    return {"what": rep.label or rep.describe(), "alive": lambda: rep.running, "logs": lambda: rep.logs(40),
+            "status": rep.status}
 
 
 def await_ready(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._probe import ensure_probe_topic, probe_topic_name, wait_replicating
-from .base import NamingPolicy, ReplicatorError
+from .base import NamingPolicy, ReplicatorBase, ReplicatorError
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
@@ -22,14 +22,11 @@ if TYPE_CHECKING:
 __all__ = ["RunnerReplicator"]
 
 
-class RunnerReplicator:
+class RunnerReplicator(ReplicatorBase):
     """Start = ``_launch()`` + wait until a probe record is copied; stop / kill / pause /
     resume / logs act on the runner.  Subclasses set ``spec``, ``label`` and ``_launch``."""
 
-    spec: str = ""
     label: str = "replicator"
-    #: the plugin starts and stops it (``external:`` sets False)
-    controllable = True
 
     def __init__(
         self,
@@ -51,9 +48,8 @@ class RunnerReplicator:
         self.stop_timeout = stop_timeout
         self.runner: Any = None
         self.starts = 0
-        self.startup_seconds: float | None = None
         #: one probe topic for every start: a restart is proven on a topic it already mirrors
-        self.probe_topic = probe_topic_name(topic_prefix)
+        self.probe_topic: str = probe_topic_name(topic_prefix)
 
     def target_topic(self, source_topic: str) -> str:
         return self.naming.target(source_topic)
@@ -100,7 +96,7 @@ class RunnerReplicator:
         last lines), or (MirrorMaker 2) a connector or task of this process FAILED.  The
         plugin asks after every test on the shared replicator (and restarts a broken one)."""
         runner = self.runner
-        if runner is None or getattr(runner, "paused", False):
+        if runner is None or self.paused:
             return ""
         if not runner.running:
             return f"it is not running: {runner.describe_exit()}"
@@ -131,6 +127,10 @@ class RunnerReplicator:
     @property
     def running(self) -> bool:
         return self.runner is not None and bool(self.runner.running)
+
+    @property
+    def paused(self) -> bool:
+        return self.runner is not None and bool(self.runner.paused)
 
     def logs(self, lines: int = 50) -> str:
         return str(self.runner.log_tail(lines)) if self.runner is not None else ""

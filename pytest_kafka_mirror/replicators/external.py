@@ -13,7 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from ._probe import probe_topic_name, wait_replicating
-from .base import NamingPolicy, ReplicatorError
+from .base import NamingPolicy, ReplicatorBase, ReplicatorError
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["ExternalReplicator"]
 
 
-class ExternalReplicator:
+class ExternalReplicator(ReplicatorBase):
+    """A replicator the plugin only checks and names topics for (see the module docstring)."""
+
     controllable = False
 
     def __init__(
@@ -33,8 +35,7 @@ class ExternalReplicator:
         self.topic_prefix = topic_prefix
         self.startup_timeout = startup_timeout
         self.spec = f"external:{naming}"
-        self.startup_seconds: float | None = None
-        self.probe_topic = probe_topic_name(topic_prefix)
+        self.probe_topic: str = probe_topic_name(topic_prefix)
 
     def target_topic(self, source_topic: str) -> str:
         return self.naming.target(source_topic)

@@ -149,6 +149,7 @@ class TopicFollower:
 class LegacyMirrorMaker(RunnerReplicator):
     """``kafka.tools.MirrorMaker`` from ``release`` (see the module docstring)."""
 
+    release: KafkaRelease
     #: the failover checks skip with this reason (no offset syncs, no checkpoints)
     no_translation = NO_TRANSLATION
     #: why the topic-config sync scenario skips it

@@ -121,15 +121,15 @@ def remote_aware_regex(topic_prefix: str, separator: str = ".") -> str:
     return "^(?:[A-Za-z0-9_-]+" + re.escape(separator) + ")*" + re.escape(topic_prefix) + "-.*"
 
 
-def is_tansu(cluster: Any) -> bool:
+def is_tansu(cluster: Cluster) -> bool:
     """An embedded Tansu broker, a Tansu container, or one of them shared by the xdist workers."""
-    return getattr(cluster, "spec", "") == "tansu" or getattr(cluster, "flavour", "") == "tansu"
+    return cluster.flavour == "tansu"
 
 
-def replication_of(cluster: Any) -> int:
+def replication_of(cluster: Cluster) -> int:
     """The replication factor of the topics MM2 creates on ``cluster`` (-1: its broker's default)."""
-    rf = getattr(cluster, "replication_factor", -1)
-    return rf if isinstance(rf, int) and rf != 0 else -1
+    rf = cluster.replication_factor
+    return rf if rf != 0 else -1
 
 
 #: the Java clients' default ``max.request.size`` / ``max.partition.fetch.bytes`` (1 MiB)
@@ -515,9 +515,7 @@ class MirrorMaker2(RunnerReplicator):
         from .connect_status import describe_status_topic
 
         try:
-            client_config = getattr(self.target, "client_config", None)
-            config = client_config() if callable(client_config) else {"bootstrap.servers": self.target.bootstrap_servers}
-            text = describe_status_topic(config, self.status_topic)
+            text = describe_status_topic(self.target.client_config(), self.status_topic)
         except Exception as exc:
             text = f"cannot read it: {type(exc).__name__}: {exc}"
         else:
@@ -536,13 +534,12 @@ class MirrorMaker2(RunnerReplicator):
             return problem
         from .connect_status import describe, failed, latest_statuses, read_status_topic
 
-        client_config = getattr(self.target, "client_config", None)
-        config = client_config() if callable(client_config) else {"bootstrap.servers": self.target.bootstrap_servers}
         try:
-            records = read_status_topic(config, self.status_topic, timeout=5.0, quiet=0.3, settle=1.0)
+            records = read_status_topic(self.target.client_config(), self.status_topic, timeout=5.0, quiet=0.3,
+                                        settle=1.0)
         except Exception as exc:
             return f"its Connect status ({self.status_topic}) cannot be read: {type(exc).__name__}: {exc}"
-        since_ms = int(getattr(self.runner, "started_at", 0) * 1000)
+        since_ms = int(getattr(self.runner, "started_at", 0) * 1000)  # a container has no start time
         broken = failed(latest_statuses(records or []), since_ms)
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {describe(broken)}" if broken else ""
 

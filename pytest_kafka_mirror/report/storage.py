@@ -35,17 +35,14 @@ import os
 import platform
 import re
 import subprocess
-import sys
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ..config import Settings
+from filelock import FileLock
 
 __all__ = [
     "FAILOVER",
@@ -201,7 +198,7 @@ def _library_versions() -> dict[str, str | None]:
 def build_run(
     results: Iterable[TestResult],
     *,
-    settings: Settings | None = None,
+    settings: Mapping[str, Any] | None = None,
     metadata: Mapping[str, Any] | None = None,
     now: datetime | None = None,
     machine_info: Mapping[str, Any] | None = None,
@@ -209,7 +206,8 @@ def build_run(
     plugin: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The stored-run document of a session.  The keyword arguments exist for tests and
-    tools that rebuild a document; a session passes only results, settings and metadata."""
+    tools that rebuild a document; a session passes only results, settings and metadata.
+    ``settings``: the specs and defaults that shape the figures (``config.Settings.stored()``)."""
     when = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
     return {
         "version": STORED_RUN_VERSION,
@@ -217,24 +215,9 @@ def build_run(
         "machine_info": dict(machine_info if machine_info is not None else get_machine_info()),
         "commit_info": dict(commit_info if commit_info is not None else get_commit_info()),
         "plugin": dict(plugin if plugin is not None else _library_versions()),
-        "settings": _settings_dict(settings) if settings is not None else {},
+        "settings": dict(settings or {}),
         "metadata": dict(metadata or {}),
         "results": {r.key: r.to_dict() for r in results},
-    }
-
-
-def _settings_dict(settings: Settings) -> dict[str, Any]:
-    """The specs and defaults that shape the figures (not where files go)."""
-    return {
-        "source": str(settings.source),
-        "target": str(settings.target),
-        "replicator": str(settings.replicator),
-        "naming": str(settings.naming),
-        "spark_master": settings.spark_master,
-        "format": settings.format,
-        "message_size": settings.message_size,
-        "drain_timeout": settings.drain_timeout,
-        "settle": settings.settle,
     }
 
 
@@ -284,19 +267,9 @@ def autosave_name(commit_info: Mapping[str, Any], now: datetime | None = None) -
 # -- the directory ------------------------------------------------------------------------------
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> FileLock:
     """An exclusive lock on ``path`` (created if missing), across processes and threads."""
-    with path.open("a+") as fh:
-        if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-            import msvcrt
-
-            msvcrt.locking(fh.fileno(), msvcrt.LK_LOCK, 1)
-        else:
-            import fcntl
-
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # released when the file is closed
-        yield
+    return FileLock(path)
 
 
 class FileStorage:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, verify_run
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorMismatchError, MirrorReport, MissingRange
-from pytest_kafka_mirror.verify.session import SparkSessionConflictError, SparkStartError, get_spark, stop_spark
+from pytest_kafka_mirror.verify.spark import SparkSessionConflictError, SparkStartError, get_spark, stop_spark
 
 __all__ = [
     "DEFAULT_BOUNDS",

@@ -29,13 +29,13 @@ import importlib.util
 import json
 import os
 import re
-import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..processes.managed import ManagedProcess, detached, tcp_reachable
+from filelock import FileLock
+
+from ..processes.managed import ManagedProcess, detached, tcp_reachable, wait_until
 
 if TYPE_CHECKING:
     from ..clusters.shared import ShareDir
@@ -249,22 +249,24 @@ class ConnectServer:
         return self
 
     def _await_port(self, process: ManagedProcess, timeout: float, start: int = 0) -> int:
-        deadline = time.monotonic() + timeout
-        while True:
+        def port() -> int | None:
             found = _STARTED.search(_read(process.log_path, start))
             if found is not None and tcp_reachable("127.0.0.1", int(found.group(1))):
                 return int(found.group(1))
             if not process.running:
                 raise SparkConnectError(f"the Spark Connect server did not start: {process.describe_exit()}")
-            if time.monotonic() >= deadline:
-                tail = process.log_tail(30)
-                raise SparkConnectError(
-                    f"the Spark Connect server did not answer within {timeout:g} s (--kafka-mirror-startup-timeout); "
-                    f"log {process.log_path}" + (f", last lines:\n{tail}" if tail else " is empty")
-                    + "\nHint: a loaded machine starts a JVM slowly: raise --kafka-mirror-startup-timeout, or verify "
-                      "in each process with --kafka-mirror-spark-master local[2]."
-                )
-            time.sleep(0.1)
+            return None
+
+        try:
+            return wait_until(port, timeout, "the Spark Connect server's port", interval=0.1)
+        except TimeoutError:
+            tail = process.log_tail(30)
+            raise SparkConnectError(
+                f"the Spark Connect server did not answer within {timeout:g} s (--kafka-mirror-startup-timeout); "
+                f"log {process.log_path}" + (f", last lines:\n{tail}" if tail else " is empty")
+                + "\nHint: a loaded machine starts a JVM slowly: raise --kafka-mirror-startup-timeout, or verify "
+                  "in each process with --kafka-mirror-spark-master local[2]."
+            ) from None
 
     def stop(self, timeout: float = 15.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); idempotent."""
@@ -295,14 +297,9 @@ def _read(path: Path, start: int = 0) -> str:
 _ENDPOINT, _LOCK = "spark-connect.json", "spark-connect.lock"
 
 
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    import fcntl
-
+def _locked(path: Path) -> FileLock:
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
-        yield
+    return FileLock(path)
 
 
 def shared_server(share: ShareDir, *, master: str = "local[2]", timeout: float = 60.0,

@@ -242,7 +242,7 @@ def verify_run(
     bounds = sorted(float(b) for b in histogram_bounds_ms if float(b) != float("inf"))
     lanes_meta, topics = manifest_lanes(run)
     if spark is None:
-        from pytest_kafka_mirror.verify.session import get_spark
+        from pytest_kafka_mirror.verify.spark import get_spark
 
         spark = get_spark(master)
     size = _capture_bytes(run)

@@ -28,7 +28,7 @@ from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.config import Settings
-    from pytest_kafka_mirror.session import MirrorFailover, MirrorProducerFactory, MirrorTopics
+    from pytest_kafka_mirror.facades import MirrorFailover, MirrorProducerFactory, MirrorTopics
 
 pytestmark = pytest.mark.integration
 

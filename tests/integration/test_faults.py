@@ -19,9 +19,9 @@ from tests.docs import section_example
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
+    from pytest_kafka_mirror.facades import MirrorProducerFactory, MirrorTopics, MirrorVerifier
     from pytest_kafka_mirror.faults.schedule import MirrorFaults
-    from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics, MirrorVerifier
+    from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 
 pytestmark = pytest.mark.integration
 

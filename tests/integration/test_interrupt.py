@@ -5,6 +5,7 @@ outlives pytest."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kafka_mirror.processes.managed import wait_until
 from tests.conftest import processes_tagged
 
 pytestmark = pytest.mark.integration
@@ -65,9 +67,9 @@ def test_ctrl_c_mid_scenario_reports_and_leaves_nothing_behind(pytester: pytest.
     )
     try:
         if cut != "test_b_verifying":
-            deadline = time.monotonic() + 180
-            while not mark.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: mark.exists() or proc.poll() is not None, 180, "the scenario's producer",
+                           interval=0.1)
             assert mark.exists(), "the scenario's producer never ran its schedule for a second"
             assert len(processes_tagged(tagged_env)) >= 5  # brokers, mirror, capture, JVM, pytest: all busy
             proc.send_signal(signal.SIGINT)

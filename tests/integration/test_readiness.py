@@ -103,11 +103,12 @@ def test_a_topic_the_replicator_ignores_is_named_with_its_partitions(tansu_pair,
 
 
 POOLED = '''
-import json, os, time
+import contextlib, json, os, time
 from pathlib import Path
 
 import pytest
 from pytest_kafka_mirror.faults import action, at
+from pytest_kafka_mirror.processes.managed import wait_until
 
 FLAG = Path(os.environ["RD_DIR"]) / "a-producing"
 
@@ -133,9 +134,8 @@ def test_a_steady(mirror_topics, mirror_producer, mirror_verifier):
 @pytest.mark.kafka_mirror_topics(1, partitions=1)
 def test_b_creates_topics_meanwhile(mirror_topics):
     mirror_topics(1, partitions=1)  # declared: from the pool
-    deadline = time.time() + 30
-    while not FLAG.exists() and time.time() < deadline:
-        time.sleep(0.1)
+    with contextlib.suppress(TimeoutError):  # a best effort: the topics below are created either way
+        wait_until(FLAG.exists, 30, "test a to produce", interval=0.1)
     created = []
     for _ in range(4):  # undeclared: each one makes this worker's replicator pause every topic
         with pytest.warns(Warning, match="was not declared"):

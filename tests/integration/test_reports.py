@@ -39,6 +39,7 @@ XDIST_SCENARIO = textwrap.dedent(
     """
     import os, time, urllib.request
     from prometheus_client.parser import text_string_to_metric_families
+    from pytest_kafka_mirror.processes.managed import wait_until
     from pytest_kafka_mirror.verify import MirrorReport
 
     def scrape():
@@ -60,10 +61,8 @@ XDIST_SCENARIO = textwrap.dedent(
             assert sample(live, "kafka_mirror_records_sent_total", topic=t) == 300
             assert sample(live, "kafka_mirror_records_acked_total", topic=t) == 300
         # Arrivals are counted live by the capture process (about once a second).
-        deadline = time.monotonic() + 60
-        while any(sample(scrape(), "kafka_mirror_records_arrived_total", topic=t) != 300 for t in topics):
-            assert time.monotonic() < deadline, scrape()
-            time.sleep(0.2)
+        wait_until(lambda: all(sample(scrape(), "kafka_mirror_records_arrived_total", topic=t) == 300 for t in topics),
+                   60, "every arrival in the live metrics", interval=0.2, on_timeout=lambda: f"; they say:\n{scrape()}")
         assert run.capture_status is None  # still capturing: these were live figures
 
         report = mirror_verifier(run)

@@ -1,4 +1,4 @@
-"""Secured clusters for real (issue 26 item 1; issue 25's "TLS", Kafka's MirrorConnectorsIntegrationSSLTest):
+"""Secured clusters for real (as Kafka's MirrorConnectorsIntegrationSSLTest does with TLS):
 two ``kafka:VERSION,security=sasl_ssl`` clusters (SCRAM-SHA-512 over TLS with a generated CA),
 MirrorMaker 2 between them, every client of the plugin on their client properties, no
 password in any log or report; a wrong password fails the session start in one line."""

@@ -5,18 +5,19 @@ gets a local session."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.verify import verify_run
 from pytest_kafka_mirror.verify.connect import ConnectServer, SparkConnectError, server_unavailable
 from tests.conftest import processes_tagged
@@ -65,7 +66,7 @@ def _zoo(run_dir: Path) -> Path:
 VERIFY_THROUGH = """
 import json, sys
 from pytest_kafka_mirror.verify import get_spark, stop_spark, verify_run
-from pytest_kafka_mirror.verify.session import _spark_children
+from pytest_kafka_mirror.verify.spark import _spark_children
 report = verify_run(sys.argv[1], master=sys.argv[2], write_report=False)
 assert _spark_children() == set(), "a JVM in the client process"
 stop_spark()
@@ -103,7 +104,7 @@ SCENARIO = textwrap.dedent(
     """
     import json, os, pathlib, signal, time, pytest
     from pytest_kafka_mirror.plugin import SESSION_KEY
-    from pytest_kafka_mirror.verify.session import local_session_running
+    from pytest_kafka_mirror.verify.spark import local_session_running
 
     @pytest.mark.parametrize("i", range(4))
     def test_verify(request, i):
@@ -136,9 +137,8 @@ def test_workers_share_one_server_and_it_ends_with_the_session(
     try:
         if end == "interrupt":
             cut = Path(f"{log}.cut")
-            deadline = time.monotonic() + 300
-            while not cut.exists() and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.1)
+            with contextlib.suppress(TimeoutError):
+                wait_until(lambda: cut.exists() or proc.poll() is not None, 300, "the session to verify", interval=0.1)
             assert cut.exists(), "the session never verified"
             jvms = [p for p in processes_tagged(tagged_env) if "org.apache.spark.deploy.SparkSubmit" in p]
             assert len(jvms) == 1 and "SparkConnectServer" in jvms[0], jvms  # one JVM for the run
@@ -169,7 +169,7 @@ from pytest_kafka_mirror.clusters.shared import ShareDir
 from pytest_kafka_mirror.config import resolve_settings
 from pytest_kafka_mirror.session import KafkaMirrorSession
 from pytest_kafka_mirror.verify import get_spark, stop_spark
-from pytest_kafka_mirror.verify.session import _is_remote
+from pytest_kafka_mirror.verify.spark import _is_remote
 
 share = ShareDir(Path(sys.argv[1]), os.getpid())
 session = KafkaMirrorSession(resolve_settings({}, lambda key: None, {}))
@@ -235,7 +235,7 @@ def test_a_local_session_starts_in_a_child_of_a_spark_connect_client() -> None:
     code = (
         "import os\n"
         "from pytest_kafka_mirror.verify import get_spark, stop_spark\n"
-        "from pytest_kafka_mirror.verify.session import _is_remote\n"
+        "from pytest_kafka_mirror.verify.spark import _is_remote\n"
         "spark = get_spark('local[1]')\n"
         "print(_is_remote(spark), spark.range(4).count(), 'SPARK_CONNECT_MODE_ENABLED' in os.environ)\n"
         "stop_spark()\n"

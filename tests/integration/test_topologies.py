@@ -14,7 +14,7 @@ from tests.docs import section_example
 
 if TYPE_CHECKING:
     from pytest_kafka_mirror.env import MirrorEnv
-    from pytest_kafka_mirror.session import MirrorProducerFactory, MirrorTopics, MirrorVerifier
+    from pytest_kafka_mirror.facades import MirrorProducerFactory, MirrorTopics, MirrorVerifier
 
 pytestmark = pytest.mark.integration
 

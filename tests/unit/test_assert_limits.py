@@ -1,5 +1,6 @@
-"""Assertion limits are checked when the assertion is called (issue 13), and a failure of
-the latency limits alone is headed by the breach.  Reports built by hand: no Spark."""
+"""Assertion limits are checked when the assertion is called (a bad limit is a ValueError
+naming the argument, never a check that cannot fail), and a failure of the latency limits
+alone is headed by the breach.  Reports built by hand: no Spark."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ import pytest
 from pytest_kafka_mirror.capture import segments
 from pytest_kafka_mirror.capture.process import _CaptureProcess
 from pytest_kafka_mirror.capture.segments import SegmentRows, SegmentWriteError, SegmentWriter
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_SCHEMA_FIELDS, CAPTURE_STATUS
 
 
@@ -105,9 +106,7 @@ def test_a_write_error_names_the_segment_and_never_hangs(tmp_path: Path) -> None
     shutil.rmtree(out)  # the directory goes away (a cleaned-up tmp dir, an unmounted disk)
     w.rows.append(_row(0))
     w.cut()
-    deadline = time.monotonic() + 10
-    while w._error is None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_until(lambda: w._error is not None, 10, "the writer thread's error", interval=0.01)
     # every later cut fails at once, with the same error: the loop neither blocks nor goes on
     for i in range(5):
         w.rows.append(_row(i))
@@ -346,7 +345,6 @@ class _Topic:
 
 def test_a_missing_target_topic_is_reported_with_what_the_metadata_said() -> None:
     from pytest_kafka_mirror.capture.process import _Partitions
-    from pytest_kafka_mirror.processes.managed import wait_until
 
     release = threading.Event()  # the second and later answers wait for it: the first is looked at
 

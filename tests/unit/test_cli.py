@@ -28,7 +28,7 @@ def test_allow_source_loss_needs_a_source_log(tmp_path: Path, capsys: pytest.Cap
     assert "--allow-source-loss needs the source log" in err and "capture_source=True" in err
 
 
-# -- every error is one line and an exit status, never a traceback (issue 13) ---------------
+# -- every error is one line and an exit status, never a traceback ----------------------------
 
 
 def _one_error_line(capsys: pytest.CaptureFixture[str], *expected: str) -> str:

@@ -1,4 +1,4 @@
-"""Client properties of a cluster (issue 26): parsing, options, registry, masking, Java names."""
+"""Client properties of a cluster: parsing, options, registry, masking, Java names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,12 +24,14 @@ from pytest_kafka_mirror._clientconf import (
 )
 from pytest_kafka_mirror._kafkalog import with_logger
 from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
+from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
 from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.clusters.kafka_home import SecurityFiles, render_server_properties, storage_format_argv
 from pytest_kafka_mirror.config import OPTIONS_BY_NAME, SettingsError, resolve_settings
 from pytest_kafka_mirror.replicators._java_client import java_client_properties, warn_untranslated
 from pytest_kafka_mirror.replicators.mm1 import render_mm1
 from pytest_kafka_mirror.replicators.mm2 import MirrorMaker2, parse_properties, render_mm2_properties
+from tests.fakes import unstarted_cluster
 
 SOURCE_CONFIG = OPTIONS_BY_NAME["source-config"]
 SOURCE_SET = OPTIONS_BY_NAME["source-config-set"]
@@ -213,9 +214,9 @@ def test_mm2_renders_each_clusters_properties_under_its_alias() -> None:
 
 
 def test_mm2_writes_its_secrets_to_a_0600_file_and_warns_of_untranslated_keys(tmp_path: Path) -> None:
-    source = SimpleNamespace(bootstrap_servers="127.0.0.1:1", spec="kafka:4.3.1", replication_factor=1,
+    source = unstarted_cluster("127.0.0.1:1", replication_factor=1,
                              client_properties={**SECURED, "queue.buffering.max.ms": "5"})
-    target = SimpleNamespace(bootstrap_servers="127.0.0.1:2", spec="kafka:4.3.1", replication_factor=1)
+    target = unstarted_cluster("127.0.0.1:2", replication_factor=1, name="target")
     with pytest.warns(PytestKafkaMirrorWarning, match=r"source cluster's client properties queue.buffering.max.ms "
                                                       r"have no Java client equivalent") as record:
         rep = MirrorMaker2(source, target, tmp_path, topic_prefix="km-gw0",  # type: ignore[arg-type]
@@ -230,7 +231,7 @@ def test_mm2_writes_its_secrets_to_a_0600_file_and_warns_of_untranslated_keys(tm
 
 
 def test_warn_untranslated_is_silent_without_properties() -> None:
-    assert warn_untranslated("MirrorMaker 2", {"source": SimpleNamespace()}) == []
+    assert warn_untranslated("MirrorMaker 2", {"source": unstarted_cluster("127.0.0.1:1")}) == []
 
 
 def test_mm1_gives_the_consumer_and_producer_their_clusters_properties() -> None:
@@ -288,7 +289,6 @@ def test_the_stages_take_a_client_config(tmp_path: Path, capsys: pytest.CaptureF
 
 
 def test_an_authentication_failure_is_one_line_naming_the_cluster_and_its_options() -> None:
-    from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
 
     third = BootstrapCluster("third", "127.0.0.1:9")
     assert third.auth_failure() is None

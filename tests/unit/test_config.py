@@ -77,7 +77,7 @@ def test_option_names_follow_the_convention() -> None:
     assert (o.flag, o.ini, o.env) == ("--kafka-mirror-drain-timeout", "kafka_mirror_drain_timeout", "KAFKA_MIRROR_DRAIN_TIMEOUT")
 
 
-# -- the message size against the format (issue 13): checked before anything starts --------
+# -- the message size against the format: checked before anything starts --------------------
 
 
 @pytest.mark.parametrize(

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
 from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.replicators import connect_status as cs
 from pytest_kafka_mirror.replicators.command import CommandReplicator
@@ -27,6 +27,7 @@ from pytest_kafka_mirror.replicators.mm2 import (
     render_mm2_properties,
     worker_properties,
 )
+from tests.fakes import unstarted_cluster
 
 TRACE = "org.apache.kafka.connect.errors.ConnectException: boom\n\tat org.apache.kafka.X.run(X.java:1)\n"
 
@@ -182,8 +183,8 @@ def test_the_status_topic_is_resolved_as_mm2_does() -> None:
     assert _render(instance="i", overrides=[("target.group.id", "g")])["target.group.id"] == "g"
 
 
-def _cluster(port: int) -> SimpleNamespace:
-    return SimpleNamespace(bootstrap_servers=f"127.0.0.1:{port}", spec="tansu")
+def _cluster(port: int) -> BootstrapCluster:
+    return unstarted_cluster(f"127.0.0.1:{port}", spec="tansu", flavour="tansu")
 
 
 def _mm2(tmp_path: Path, **kw: object) -> MirrorMaker2:
@@ -266,7 +267,6 @@ def test_a_replacement_takes_over_the_state_of_the_one_it_replaces(tmp_path: Pat
     """An in-place upgrade (MirrorEnv.switch_replicator): the new release gets the old one's
     instance, so its properties name the same Connect group and internal topics."""
     from pytest_kafka_mirror.replicators import ReplicatorOptions, make_replicator
-
     from tests.kafka import fake_release
 
     old = _mm2(tmp_path / "old")

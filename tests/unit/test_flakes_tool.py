@@ -9,8 +9,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from pytest_kafka_mirror.processes.managed import wait_until
 from tools import flakes
 from tools.flakes import RunResult, TestOutcome, cpu_hog, parse_junit, render
 
@@ -205,18 +207,17 @@ def test_bad_arguments(argv: list[str], capsys: pytest.CaptureFixture[str]) -> N
 
 def _alive(pid: int) -> bool:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
+        state = psutil.Process(pid).status()
+    except psutil.Error:
         return False
-    return state != "Z"  # a zombie waits for a reaper that a container's init may not be
+    return state != psutil.STATUS_ZOMBIE  # a zombie waits for a reaper that a container's init may not be
 
 
 def _gone(pid: int, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while _alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
+    try:
+        wait_until(lambda: not _alive(pid), within, f"process {pid} to end")
+    except TimeoutError:
+        return False
     return True
 
 
@@ -248,10 +249,11 @@ def test_ctrl_c_stops_the_run_and_the_hog_and_prints_the_table(suite: tuple[list
             f"sys.exit(flakes.main(['--runs', '3', '--hog', '--out', {str(tmp_path / 'out')!r}], suite={cmd!r}))")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
-        deadline = time.monotonic() + 30
-        while not (d / "pid-2").exists():  # the second run is hanging
-            assert time.monotonic() < deadline and proc.poll() is None
-            time.sleep(0.05)
+        def hanging() -> bool:  # the second run
+            assert proc.poll() is None, "the tool ended before its second run"
+            return (d / "pid-2").exists()
+
+        wait_until(hanging, 30, "the second run to hang")
         proc.send_signal(signal.SIGINT)  # what a terminal sends to the foreground job
         out, _ = proc.communicate(timeout=30)
     finally:

@@ -109,7 +109,7 @@ SPARK_CUT = """
 import os, signal, threading, time
 import pytest
 from pytest_kafka_mirror.plugin import SESSION_KEY
-from pytest_kafka_mirror.verify.session import _spark_children
+from pytest_kafka_mirror.verify.spark import _spark_children
 
 def interrupt_when(predicate, delay=0.0):
     def watch():

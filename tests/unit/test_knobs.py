@@ -19,6 +19,7 @@ from pytest_kafka_mirror.replicators import FaultLedger, Knobs, parse_knobs, par
 from pytest_kafka_mirror.replicators.reference.knobs import FaultEngine, Ledger, MirrorRecord, ledger_dump
 from pytest_kafka_mirror.verify import MirrorReport
 from pytest_kafka_mirror.verify.oracle import oracle_report
+from tests.fakes import unstarted_cluster
 from tests.synthetic import BASE_TS_US, SyntheticRun
 
 TOPIC = "orders"
@@ -351,14 +352,12 @@ def test_ledger_queries() -> None:
 
 
 def test_replicator_spec_knobs_reach_the_reference_mirror(tmp_path: Path) -> None:
-    from types import SimpleNamespace
-
     from pytest_kafka_mirror.config import resolve_settings
     from pytest_kafka_mirror.session import KafkaMirrorSession
 
     settings = resolve_settings({}, lambda key: None, {"KAFKA_MIRROR_REPLICATOR": "reference:drop=0.25,seed=4"},
                                 rootdir=tmp_path)
-    cluster = SimpleNamespace(bootstrap_servers="127.0.0.1:1")
+    cluster = unstarted_cluster("127.0.0.1:1")
     rep = KafkaMirrorSession(settings).make_replicator(cluster, cluster, tmp_path)  # type: ignore[arg-type]
     assert rep.default_faults == Knobs(drop=0.25, seed=4)  # type: ignore[attr-defined]
     assert "faults seed=4,drop=0.25" in rep.describe()

@@ -2,7 +2,7 @@
 
 A replicator (a Connect transform, a header converter) can remove or rewrite the ``km.*``
 headers or the key.  Such a record is still ours: whatever identifies it counts for
-delivery, duplicates and order, and the damage is a class of its own (issue 27).  The
+delivery, duplicates and order, and the damage is a class of its own.  The
 Spark job and the oracle must agree here as everywhere (``test_oracle_agreement.py`` adds
 damaged records to its generated histories).
 """

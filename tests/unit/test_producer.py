@@ -155,8 +155,8 @@ def test_out_of_order_delivery_reports_still_give_merged_ranges() -> None:
 
 def test_a_stall_it_catches_up_from_is_not_a_rate_warning() -> None:
     # A 0.4 s stall, then full speed: the lag is reported in the stats, but the producer
-    # is not "unable to reach" the rate (issue 13; the warning's rule is tested on a
-    # virtual clock in test_producer_lag.py).
+    # is not "unable to reach" the rate (the warning's rule is tested on a virtual clock
+    # in test_producer_lag.py).
     client = FakeClient({}, delay=0.01, slow_calls=40)
     m = _producer(client).run([TopicLanes("a", 1)], rate=4000, count=2000)
     assert m.stats["rate_warning"] is False

@@ -1,4 +1,4 @@
-"""The producer's "cannot reach" warning (issue 13): lag in seconds behind its own schedule,
+"""The producer's "cannot reach" warning: lag in seconds behind its own schedule,
 reported only when it is sustained or growing; never for a brief stall or a backlog being
 absorbed (a step down after a burst).
 
@@ -90,7 +90,7 @@ def _run(clock: Clock, cost: Callable[[int], float], rate: Any, duration: float,
 
 
 def test_step_down_after_a_burst_does_not_warn(clock: Clock) -> None:
-    # The scenario of issue 13 (test_burst_10x): 2000 msg/s, then 200 msg/s.  This client
+    # The scenario that warned wrongly (test_burst_10x): 2000 msg/s, then 200 msg/s.  This client
     # manages 1900 msg/s, so the burst ends ~50 ms (~100 records) behind, and the step down
     # absorbs that at once.  The old rule compared those records with a quarter second of
     # the *new* rate (50 records) and warned.

@@ -15,9 +15,11 @@ from pytest_kafka_mirror.produce.records import Kind, decode, parse_warmup, warm
 from pytest_kafka_mirror.provisioning import TopicDeclaration, TopicPool, declarations, resolve_mode
 from pytest_kafka_mirror.replicators import Behaviour, parse_replicator_spec
 from pytest_kafka_mirror.replicators._readiness import TopicReadiness
+from pytest_kafka_mirror.replicators.base import ReplicatorBase
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.replicators.reference.behaviour import PRESETS, split_behaviour
 from pytest_kafka_mirror.rundir import load_discovery, write_readiness
+from tests.fakes import unstarted_cluster
 
 
 def test_a_warm_up_record_is_never_a_record_of_the_run() -> None:
@@ -56,20 +58,26 @@ def test_bad_behaviour_knobs_are_one_clear_error(text: str, message: str) -> Non
         parse_replicator_spec(text)
 
 
+class Immediate(ReplicatorBase):
+    """A replicator that copies a new topic at once, without a rebalance."""
+
+    rebalances_on_new_topics = False
+
+
 def test_the_reference_mirror_gets_its_behaviour_from_the_spec(tmp_path: Path) -> None:
     from pytest_kafka_mirror.config import resolve_settings
     from pytest_kafka_mirror.session import KafkaMirrorSession
 
     settings = resolve_settings({}, lambda key: None, {"KAFKA_MIRROR_REPLICATOR": "reference:like=mm2,drop=0.25"},
                                 rootdir=tmp_path)
-    cluster = SimpleNamespace(bootstrap_servers="127.0.0.1:1")
+    cluster = unstarted_cluster("127.0.0.1:1")
     rep = KafkaMirrorSession(settings).make_replicator(cluster, cluster, tmp_path)  # type: ignore[arg-type]
     assert isinstance(rep, ReferenceReplicator)
     assert rep.behaviour == PRESETS["mm2"] and rep.default_faults.drop == 0.25
     assert rep.rebalances_on_new_topics and "behaves discovery_interval=2" in rep.describe()
     assert resolve_mode("auto", rep) == "session"
-    assert resolve_mode("auto", SimpleNamespace()) == "session"  # unknown replicators: assumed to rebalance
-    assert resolve_mode("auto", SimpleNamespace(rebalances_on_new_topics=False)) == "test"
+    assert resolve_mode("auto", ReplicatorBase()) == "session"  # a replicator that does not say: assumed to rebalance
+    assert resolve_mode("auto", Immediate()) == "test"
     assert resolve_mode("test", rep) == "test"
 
 

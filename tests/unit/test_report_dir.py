@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_kafka_mirror.session import WRITTEN_LIST, note_report_files
+from pytest_kafka_mirror.rundir import WRITTEN_LIST, WRITTEN_LOCK, note_report_files
 from tests.stored import sample_report
 
 RECORDING = """
@@ -25,7 +25,7 @@ def test_{name}(mirror_verifier, i):
 
 
 def _reports(directory: Path) -> set[str]:
-    return {p.name for p in directory.iterdir() if p.name != WRITTEN_LIST}
+    return {p.name for p in directory.iterdir() if p.name not in (WRITTEN_LIST, WRITTEN_LOCK)}
 
 
 def test_the_first_note_of_a_session_removes_the_files_the_last_one_wrote(tmp_path: Path) -> None:

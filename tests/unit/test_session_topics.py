@@ -11,6 +11,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from pytest_kafka_mirror.config import resolve_settings
 from pytest_kafka_mirror.provisioning import delete_session_topics
+from pytest_kafka_mirror.replicators.base import ReplicatorBase
 
 
 class _Future:
@@ -23,6 +24,8 @@ class _Future:
 
 
 class _Cluster:
+    created_topics: list[str] | None = None  # as KafkaAdminMixin: only bootstrap: clusters keep a list
+
     def __init__(self, servers: str, created: list[str] | None = None, missing: tuple[str, ...] = ()) -> None:
         self.bootstrap_servers = servers
         if created is not None:
@@ -42,7 +45,7 @@ class _Cluster:
         return {g: _Future(KafkaError(KafkaError.GROUP_ID_NOT_FOUND) if g in self.missing else None) for g in groups}
 
 
-class _Replicator:
+class _Replicator(ReplicatorBase):
     probe_topic = "km-kafka-mirror-probe-1"
 
     def target_topic(self, topic: str) -> str:
@@ -116,5 +119,5 @@ def test_the_session_end_deletes_unless_kept(tmp_path: Path, keep: bool, source_
     source = _Cluster("a:1", ["km-master-t-1"])
     _delete_session_topics(session, source, _Cluster("b:1"), _Replicator())  # type: ignore[arg-type]
     assert source.deleted == deleted
-    assert session.closing_notes == ([f"deleted 2 test topic(s) from the source (a:1) (keep them with "
-                                      f"--kafka-mirror-keep-topics)"] if deleted else [])
+    assert session.closing_notes == (["deleted 2 test topic(s) from the source (a:1) (keep them with "
+                                      "--kafka-mirror-keep-topics)"] if deleted else [])

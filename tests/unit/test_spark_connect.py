@@ -46,20 +46,20 @@ def connect_here(monkeypatch: pytest.MonkeyPatch) -> None:
 )
 def test_the_rule_of_where_verification_runs(cli: dict, env: dict, distributed: bool,
                                              plan: tuple[str, str]) -> None:
-    assert _session(cli, env).spark_plan(distributed) == plan
+    assert _session(cli, env).spark.plan(distributed) == plan
 
 
 def test_without_spark_connect_each_worker_runs_its_own_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(connect, "server_unavailable", lambda: "no spark-connect jar")
-    assert _session().spark_plan(True) == ("local", "local[2]")
+    assert _session().spark.plan(True) == ("local", "local[2]")
 
 
 @pytest.mark.usefixtures("connect_here")
 def test_the_header_says_where_verification_runs() -> None:
-    assert _session().spark_description(False) == "local[2]"
-    assert _session().spark_description(True) == "local[2] in one shared Spark Connect server"
+    assert _session().spark.describe(False) == "local[2]"
+    assert _session().spark.describe(True) == "local[2] in one shared Spark Connect server"
     remote = _session({"kafka_mirror_spark_remote": "sc://h:1"})
-    assert remote.spark_description(True) == "sc://h:1 (Spark Connect)"
+    assert remote.spark.describe(True) == "sc://h:1 (Spark Connect)"
 
 
 def test_connect_urls() -> None:

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from pytest_kafka_mirror.config import resolve_settings
-from pytest_kafka_mirror.report.summary import RESULTS_ATTR, SessionReporting
+from pytest_kafka_mirror.report.summary import RESULTS_ATTR
+from pytest_kafka_mirror.results import ResultsPlugin
 from tests.golden import assert_golden
 from tests.stored import sample_failover_report, sample_failover_result, sample_report, sample_result
 
@@ -30,12 +31,12 @@ class _Terminal:
         self.lines.append(line)
 
 
-def _reporting(tmp_path: Path) -> SessionReporting:
+def _reporting(tmp_path: Path) -> ResultsPlugin:
     settings = resolve_settings({}, lambda key: None, {}, rootdir=tmp_path)
-    return SessionReporting(None, SimpleNamespace(settings=settings, closing_notes=[]))  # type: ignore[arg-type]
+    return ResultsPlugin(None, SimpleNamespace(settings=settings, closing_notes=[]))  # type: ignore[arg-type]
 
 
-def _deliver(reporting: SessionReporting, *results: Any) -> None:
+def _deliver(reporting: ResultsPlugin, *results: Any) -> None:
     """As xdist hands the controller a test report carrying its results."""
     payload = [{"key": r.key, **r.to_dict()} for r in results]
     reporting.pytest_runtest_logreport(SimpleNamespace(**{RESULTS_ATTR: payload}))  # type: ignore[arg-type]
@@ -86,12 +87,16 @@ def test_a_session_of_failover_checks_only(tmp_path: Path) -> None:
 # mirror_failover(run) to the controller's summary, session.json, the stored run and the gate.
 FAKE_ENV = """
 import os, types, pytest
+from pytest_kafka_mirror.replicators.base import ReplicatorBase
 from tests.stored import sample_failover_report
+
+class FakeReplicator(ReplicatorBase):
+    spec = "fake"
+    checkpoints = object()  # it says how it translates offsets (the report is made up anyway)
 
 @pytest.fixture
 def mirror_env():
-    replicator = types.SimpleNamespace(checkpoints=object(), spec="fake", heartbeat_emitter=None)
-    return types.SimpleNamespace(replicator=replicator, extra_flows={})
+    return types.SimpleNamespace(replicator=FakeReplicator(), extra_flows={})
 
 class FakeRun:
     replicator = None  # produced on the test's own flow

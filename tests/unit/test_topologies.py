@@ -1,4 +1,4 @@
-"""Topologies of several clusters and flows (issue 25): the pieces under scenarios/test_multi_cluster.py.
+"""Topologies of several clusters and flows: the pieces under scenarios/test_multi_cluster.py.
 
 The reverse flow of an active-active pair as MirrorMaker 2 gets it (aliases swapped, a
 filter that takes the remote topics), the reference mirror's model of MM2's cycle
@@ -17,20 +17,23 @@ from typing import Any
 import pytest
 
 from pytest_kafka_mirror._warnings import PytestKafkaMirrorWarning
+from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
 from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.env import MirrorEnv
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError, ReplicatorOptions, make_replicator
+from pytest_kafka_mirror.replicators.base import ReplicatorBase
 from pytest_kafka_mirror.replicators.mm2 import IDENTITY_POLICY, MirrorMaker2, remote_aware_regex
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.replicators.reference.discovery import Discovery
 from pytest_kafka_mirror.replicators.reference.policy import AliasPolicy, policy_kind
 from pytest_kafka_mirror.run import MirrorRun
+from tests.fakes import unstarted_cluster
 
 DEFAULT = "org.apache.kafka.connect.mirror.DefaultReplicationPolicy"
 
 
-def _cluster(port: int) -> SimpleNamespace:
-    return SimpleNamespace(bootstrap_servers=f"127.0.0.1:{port}", spec="kafka:4.3.1", replication_factor=1)
+def _cluster(port: int) -> BootstrapCluster:
+    return unstarted_cluster(f"127.0.0.1:{port}", replication_factor=1)
 
 
 def _mm2(tmp_path: Path, aliases: tuple[str, str], src: int = 1, dst: int = 2, **kw: Any) -> MirrorMaker2:
@@ -184,14 +187,20 @@ class _Thing:
         self.log.append(f"stop {self.name}")
 
 
+class _Replicator(_Thing, ReplicatorBase):
+    """A flow's replicator: a thing with the default capabilities (ReplicatorBase) but its cycle detection."""
+
+    detects_cycles = True  # each instance says its own (``cycles=``)
+
+
 def _env(log: list[str], fail_flow: bool = False, cycles: bool = True) -> MirrorEnv:
     made: list[tuple[str, str]] = []
 
     def new_flow(src: Any, dst: Any, aliases: tuple[str, str]) -> Any:
         made.append(aliases)
-        return _Thing(f"{aliases[0]}->{aliases[1]}", log, fail=fail_flow, cycles=cycles)
+        return _Replicator(f"{aliases[0]}->{aliases[1]}", log, fail=fail_flow, cycles=cycles)
 
-    env = MirrorEnv(_Thing("A", log), _Thing("B", log), _Thing("source->target", log), private=True,  # type: ignore[arg-type]
+    env = MirrorEnv(_Thing("A", log), _Thing("B", log), _Replicator("source->target", log), private=True,  # type: ignore[arg-type]
                     _new_cluster=lambda role: _Thing(role, log), _new_flow=new_flow)  # type: ignore[arg-type]
     env.made = made  # type: ignore[attr-defined]
     return env

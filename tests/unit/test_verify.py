@@ -33,7 +33,7 @@ from pytest_kafka_mirror.verify import job as job_module
 from pytest_kafka_mirror.verify.connect import _local_cores
 from pytest_kafka_mirror.verify.oracle import oracle_report
 from pytest_kafka_mirror.verify.report import MissingRange, compact_ranges, format_ranges, format_table
-from pytest_kafka_mirror.verify.session import SparkSessionConflictError
+from pytest_kafka_mirror.verify.spark import SparkSessionConflictError
 from tests.synthetic import SyntheticRun, assert_same_report, built_and_verified
 
 if TYPE_CHECKING:
@@ -554,7 +554,7 @@ def test_a_jvm_that_cannot_start_is_one_error_saying_why_and_its_files_do_not_st
     leaves no kafka-mirror-spark-PID directory behind either."""
     code = (
         "import os, sys, tempfile\n"
-        "from pytest_kafka_mirror.verify.session import SparkStartError, get_spark, stop_spark\n"
+        "from pytest_kafka_mirror.verify.spark import SparkStartError, get_spark, stop_spark\n"
         "where = os.path.join(tempfile.gettempdir(), f'kafka-mirror-spark-{os.getpid()}')\n"
         "try:\n"
         "    get_spark('local[1]', driver_memory='12qq')\n"

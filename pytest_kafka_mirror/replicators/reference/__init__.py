@@ -23,7 +23,7 @@ from pathlib import Path
 from ...processes.managed import ManagedProcess, wait_until
 from ...rundir import write_json_atomic
 from .._checkpoints import REFERENCE_DEFAULTS, CheckpointSettings
-from ..base import NamingPolicy, ReplicatorError
+from ..base import NamingPolicy, ReplicatorBase, ReplicatorError
 from ..settings import MM2_PROPERTY_DEFAULTS, EffectiveSettings
 from .behaviour import Behaviour
 from .knobs import FaultLedger, Knobs
@@ -75,7 +75,7 @@ def _naming(policy: AliasPolicy, explicit: NamingPolicy | None) -> NamingPolicy:
     return derived
 
 
-class ReferenceReplicator:
+class ReferenceReplicator(ReplicatorBase):
     """Controls one reference-mirror process between two clusters.
 
     ``topics`` is a regex over source topic names; topics created later that match it are
@@ -95,6 +95,13 @@ class ReferenceReplicator:
     and never copies a topic that came from the flow's target; ``IdentityReplicationPolicy``
     keeps names and, like MM2, cannot tell a copy from an original.
     """
+
+    #: how often it writes its committed positions (process.py's --commit-interval)
+    commit_interval_s = 1.0
+    #: where commit_interval_s comes from (see replicators/commits.py)
+    commit_interval_setting = f"--commit-interval {commit_interval_s:g}"
+    #: the id in its heartbeats' header (set per instance)
+    heartbeat_emitter: str
 
     def __init__(
         self,
@@ -152,10 +159,6 @@ class ReferenceReplicator:
             raise ReplicatorError(f"reference mirror: {exc}") from None
         #: the id in its heartbeats' header: it copies only its own (see _checkpoints.EMITTER_HEADER)
         self.heartbeat_emitter = f"reference-mirror-{uuid.uuid4().hex[:12]}"
-        #: how often it writes its committed positions (process.py's --commit-interval)
-        self.commit_interval_s = 1.0
-        #: where commit_interval_s comes from (see replicators/commits.py)
-        self.commit_interval_setting = f"--commit-interval {self.commit_interval_s:g}"
 
     # -- fault knobs -------------------------------------------------------------------
 
@@ -321,6 +324,10 @@ class ReferenceReplicator:
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.running
+
+    @property
+    def paused(self) -> bool:
+        return self.process is not None and self.process.paused
 
     def logs(self, lines: int = 50) -> str:
         return self.process.log_tail(lines) if self.process else ""

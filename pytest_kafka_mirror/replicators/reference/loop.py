@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ...processes.managed import wait_until
 from .control import FaultControl
 from .discovery import Discovery
 from .groups import GroupSync
@@ -71,13 +72,14 @@ class CopyLoop:
 
         if exc.args[0].code() != KafkaError._UNKNOWN_PARTITION:
             raise exc
-        deadline = time.monotonic() + PARTITION_WAIT_S
-        while time.monotonic() < deadline:
+        def known() -> bool:
             topic = self.producer.list_topics(tp[0], timeout=5).topics.get(tp[0])
-            if topic is not None and tp[1] in topic.partitions:
-                return
-            time.sleep(0.1)
-        raise exc
+            return topic is not None and tp[1] in topic.partitions
+
+        try:
+            wait_until(known, PARTITION_WAIT_S, f"partition {tp[1]} of {tp[0]!r}", interval=0.1)
+        except TimeoutError:
+            raise exc from None
 
     def copy(self, msgs: list[Any], now: float) -> None:
         """One consumed batch.  The hot path: written out, with locals, as it runs per record."""

@@ -25,6 +25,7 @@ start-up); the ready file is written when it copies.  SIGTERM flushes, commits a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -133,8 +134,8 @@ def _configs_of(configs: Any, topic: str) -> dict[str, str]:
 def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")) -> tuple[Any, Any, dict[str, str]] | None:
     """MM2-style consumer-group and topic-config settings of the flow between ``aliases``
     and the source consumer's (:func:`source_consumer`); None after logging an unreadable file."""
-    from .._checkpoints import REFERENCE_DEFAULTS
     from ..._clientconf import parse_properties
+    from .._checkpoints import REFERENCE_DEFAULTS
     from .configs import ConfigSyncSettings
 
     defaults = REFERENCE_DEFAULTS.for_aliases(*aliases)
@@ -163,10 +164,11 @@ def _settings(path: Path | None, aliases: tuple[str, str] = ("source", "target")
 def _wait(seconds: float, loop: Any) -> None:
     """A start-up that takes ``seconds`` (a real replicator's), cut short by SIGTERM."""
     if seconds > 0:
+        from ...processes.managed import wait_until
+
         _log(f"starting: copying in {seconds:g} s (restart delay)")
-        end = time.monotonic() + seconds
-        while not loop.stopping and time.monotonic() < end:
-            time.sleep(0.05)
+        with contextlib.suppress(TimeoutError):  # the delay is over: start copying
+            wait_until(lambda: loop.stopping, seconds, "a SIGTERM during the restart delay")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,7 +40,11 @@ from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["SparkSessionConflictError", "SparkStartError", "get_spark", "stop_spark"]
+    from ..clusters.shared import ShareDir
+
+__all__ = ["ProcessSpark", "SparkSessionConflictError", "SparkStartError", "get_spark", "stop_spark"]
+
+log = logging.getLogger("pytest_kafka_mirror")
 
 _lock = threading.Lock()
 _session: SparkSession | None = None
@@ -439,23 +443,16 @@ def _kill_jvm() -> None:
 
 def _spark_children() -> set[int]:
     """Pids of this process's children that run ``spark-submit`` (the py4j gateway JVM)."""
-    me = str(os.getpid())
+    import psutil
+
     found = set()
-    try:
-        entries = list(Path("/proc").iterdir())
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
+    for child in psutil.Process().children():
         try:
-            if (entry / "stat").read_text().rsplit(")", 1)[-1].split()[1] != me:
-                continue
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError):
+            cmdline = " ".join(child.cmdline())
+        except psutil.Error:  # gone, or not ours to read
             continue
-        if b"spark-submit" in cmdline or b"org.apache.spark.deploy.SparkSubmit" in cmdline:
-            found.add(int(entry.name))
+        if "spark-submit" in cmdline or "org.apache.spark.deploy.SparkSubmit" in cmdline:
+            found.add(child.pid)
     return found
 
 
@@ -497,3 +494,83 @@ def _shutdown_gateway(timeout: float) -> None:
     except Exception:
         proc.kill()
         proc.wait(5)
+
+
+class ProcessSpark:
+    """The SparkSession a pytest process verifies with, chosen from its settings.
+
+    :meth:`plan` says which kind, :meth:`get` starts it on first use (or finds it running),
+    :meth:`stop` stops it at the end when this object started it.  ``master_given``: the
+    user chose ``master`` (``--kafka-mirror-spark-master``), so xdist workers do not share
+    a Spark Connect server; ``startup_timeout`` bounds the shared server's start.
+    """
+
+    def __init__(self, master: str, *, remote: str | None = None, master_given: bool = False,
+                 startup_timeout: float = 60.0) -> None:
+        self.master = master
+        self.remote = remote
+        self.master_given = master_given
+        self.startup_timeout = startup_timeout
+        #: the session :meth:`get` returned last (None before, and after :meth:`stop`)
+        self.session: SparkSession | None = None
+        #: whether :meth:`get` started ``session`` (stopped at the end) or found it running (left alone)
+        self._owns = False
+
+    def plan(self, distributed: bool) -> tuple[str, str]:
+        """How this process verifies: ``(kind, where)``, kind one of
+
+        * ``"remote"``: the Spark Connect server ``--kafka-mirror-spark-remote`` names (where = its URL);
+        * ``"shared"``: one Spark Connect server for the run, started by the first xdist worker
+          that verifies (where = the master it runs): the default under xdist;
+        * ``"local"``: a SparkSession in each process (where = the master): the default
+          outside xdist, whenever ``--kafka-mirror-spark-master`` is given, and when this
+          machine cannot run Spark Connect (the reason is logged).
+
+        ``distributed``: the session is an xdist run (worker or controller).
+        """
+        if self.remote is not None:
+            return "remote", self.remote
+        if not distributed or self.master_given:
+            return "local", self.master
+        from .connect import server_unavailable
+
+        reason = server_unavailable()
+        if reason is not None:
+            log.info("kafka-mirror: each xdist worker runs its own Spark (%s)", reason)
+            return "local", self.master
+        return "shared", self.master
+
+    def describe(self, distributed: bool) -> str:
+        """For the report header: where verification runs."""
+        kind, where = self.plan(distributed)
+        return {"remote": f"{where} (Spark Connect)", "shared": f"{where} in one shared Spark Connect server",
+                "local": where}[kind]
+
+    def get(self, share: ShareDir | None) -> SparkSession:
+        """The session for verification, per :meth:`plan`; ``share``: an xdist worker's share
+        directory (where the run's shared Spark Connect server is found), None elsewhere."""
+        if self.session is not None and not getattr(self.session, "is_stopped", False):
+            return self.session
+        kind, where = self.plan(share is not None)
+        running = running_local_session()
+        if kind == "shared" and running is not None:
+            # A local SparkSession already runs here (a test's own ``spark`` fixture, pytest-spark):
+            # pyspark cannot hold it and a Spark Connect session in one process, so share it,
+            # whatever its master (none was asked for).
+            self.session, self._owns = running, False
+            return running
+        if kind == "shared" and share is not None:
+            from .connect import shared_server
+
+            where = shared_server(share, master=where, timeout=self.startup_timeout)
+        self.session = get_spark(where, replaceable=kind == "shared")
+        self._owns = self.session is not running
+        return self.session
+
+    def stop(self) -> None:
+        """Stop the session :meth:`get` started (its JVM too); one it found running (a
+        test's own ``spark`` fixture, an outer pytest session in the same process) is its
+        owner's to stop: stopping it here killed that owner's JVM under its feet."""
+        if self.session is not None and self._owns:
+            stop_spark()
+        self.session = None
