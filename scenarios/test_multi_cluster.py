@@ -51,7 +51,7 @@ import re
 
 import pytest
 
-from pytest_kafka_mirror import witness
+from pytest_kafka_mirror import explain, witness
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +80,9 @@ def _no_cycle_detection(rep) -> str:
     """Why this replicator cannot run both ways on the same topics ('' when it can)."""
     if rep.detects_cycles:  # MM2 and the reference mirror under DefaultReplicationPolicy
         return ""
-    if rep.spec.startswith(("mm2:", "reference")):
-        props = dict(getattr(rep, "properties", ()) or ())
-        return f"{rep.spec} under {props.get('replication.policy.class', 'no replication policy')}: {IDENTITY_CYCLES}"
+    settings = rep.effective_settings()
+    if settings is not None:  # MM2, the reference mirror: the policy in effect
+        return f"{rep.spec} under {settings.quote('replication.policy.class')}: {IDENTITY_CYCLES}"
     return f"{rep.spec} has no cycle detection (no cluster aliases in its topic names)"
 
 
@@ -167,7 +167,7 @@ def test_active_active(policy, cycle_detection, mirror_env, mirror_topics, mirro
     went_back = {role: _two_hops(names, ("source", "target")) for role, names in on.items()}
     assert not any(went_back.values()), (
         f"records went back: {went_back}; {forward.replicator.spec} should never copy a topic that came from "
-        f"the flow's target cluster")
+        f"the flow's target cluster: {explain(forward.replicator, 'cycles')}")
 
 
 @pytest.mark.kafka_mirror(private=True)

@@ -9,23 +9,25 @@ from types import SimpleNamespace
 
 import pytest
 
+from pytest_kafka_mirror.clusters.bootstrap import BootstrapCluster
 from pytest_kafka_mirror.clusters.kafka_dist import KafkaRelease
 from pytest_kafka_mirror.replicators import ReplicatorOptions, make_replicator
 from pytest_kafka_mirror.replicators.mm2 import MirrorMaker2
 from pytest_kafka_mirror.replicators.settings import EffectiveSettings, explain, readiness_hint, settings_of
 from pytest_kafka_mirror.verify import MirrorMismatchError
+from tests.fakes import unstarted_cluster
 from tests.stored import sample_report
 
 USER = "--kafka-mirror-replicator-properties"
 
 
-def _cluster(port: int) -> SimpleNamespace:
-    return SimpleNamespace(bootstrap_servers=f"127.0.0.1:{port}", spec="kafka:4.3.1", replication_factor=1)
+def _cluster(port: int) -> BootstrapCluster:
+    return unstarted_cluster(f"127.0.0.1:{port}", replication_factor=1)
 
 
 def _mm2(tmp_path: Path, props: dict[str, str], origins: dict[str, str]) -> MirrorMaker2:
     release = KafkaRelease(Path("/nowhere"), (4, 3, 1))  # never started: no jars needed
-    return MirrorMaker2(_cluster(1), _cluster(2), tmp_path,  # type: ignore[arg-type]
+    return MirrorMaker2(_cluster(1), _cluster(2), tmp_path,
                         topic_prefix="km-gw0", release=release, overrides=tuple(props.items()), origins=origins)
 
 

@@ -43,6 +43,8 @@ REFERENCE_PROPERTY_DEFAULTS = {
         "{source}.consumer.auto.offset.reset")},
     "emit.checkpoints.interval.seconds": "1", "sync.group.offsets.interval.seconds": "1",
     "{target}.offset.flush.interval.ms": "1000",
+    # without a policy it names topics by --kafka-mirror-naming and detects no cycle
+    "replication.policy.class": "none",
 }
 
 FAULTS_FILE = "faults.json"
