@@ -469,3 +469,12 @@ def test_no_checkpoint_of_a_group_the_filter_leaves_out_names_the_filter() -> No
                                                   r"leaves out the witness groups g-w \(groups=.*"
                                                   r"groups.exclude=g-.\* \(--opt\)\)"):
         r.assert_ok()
+
+
+def test_offset_syncs_left_out_are_not_checked_nor_required() -> None:
+    state = _state([_cp(60, 60)], synced={("t", 0): 60})
+    state.syncs = None
+    r = _eval(_log([(T0, {0: 60})]), {0: ONE_TO_ONE}, state, leave_out={"offset syncs": "left out by the test"})
+    assert r.left_out == {"offset syncs": "left out by the test"} and "offset syncs" not in r.not_run
+    assert r.figures()["failover_coarser_than_syncs"] is None
+    r.assert_ok(as_syncs_allow=True)  # left out on purpose: not checked, not failed

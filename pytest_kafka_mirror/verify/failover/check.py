@@ -182,7 +182,11 @@ def evaluate(
     """
     report = FailoverReport(run_dir, state.read_at, waited_s, reset, settings.to_dict())
     checkpoints, synced = _translation_parts(report, settings, dict(leave_out or {}), state)
-    histories = _sync_histories(state, report, sync_read_lag, settings.sync_store) if checkpoints else None
+    histories = None
+    if checkpoints and "offset syncs" in (leave_out or {}):
+        report.left_out["offset syncs"] = dict(leave_out or {})["offset syncs"]
+    elif checkpoints:
+        histories = _sync_histories(state, report, sync_read_lag, settings.sync_store)
     synced_offsets = (state.synced or {}) if synced else None
     sequences: dict[tuple[str, str, int], list[SeenCheckpoint]] = {}
     for cp in sorted(state.checkpoints, key=lambda c: c.seq):
