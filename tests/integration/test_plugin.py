@@ -141,8 +141,28 @@ def test_unknown_marker_argument_is_rejected(pytester: pytest.Pytester) -> None:
     )
     result = pytester.runpytest_subprocess()
     result.assert_outcomes(errors=1)
-    assert "unknown arguments ['drain_timout']; accepted keywords: drain_timeout, private, release, replicator_properties, settle, topic_timeout" in result.stdout.str()
+    assert ("unknown arguments ['drain_timout']; accepted keywords: drain_timeout, leave_out, private, release, "
+            "replicator_properties, settle, topic_timeout") in result.stdout.str()
     assert "Traceback" not in result.stdout.str()
+
+
+def test_a_check_left_out_by_a_typo_is_rejected_naming_the_checks(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.kafka_mirror(leave_out=["heartbeat"])
+        def test_x(): pass
+        """
+    )
+    result = pytester.runpytest_subprocess()
+    result.assert_outcomes(errors=1)
+    assert ("@pytest.mark.kafka_mirror(leave_out=...): 'heartbeat' is not a check that can be left out; accepted: "
+            "checkpoints | synced-offsets | heartbeats | offset-syncs | group-sync | config-sync") in result.stdout.str()
+    result = pytester.runpytest_subprocess("--kafka-mirror-leave-out=checkpoint")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "'checkpoint' is not a check that can be left out" in result.stderr.str()
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
 
 
 def test_a_scenario_runs_as_a_user_would(pytester: pytest.Pytester, tagged_env: str) -> None:

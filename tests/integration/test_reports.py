@@ -62,7 +62,7 @@ XDIST_SCENARIO = textwrap.dedent(
             assert sample(live, "kafka_mirror_records_acked_total", topic=t) == 300
         # Arrivals are counted live by the capture process (about once a second).
         wait_until(lambda: all(sample(scrape(), "kafka_mirror_records_arrived_total", topic=t) == 300 for t in topics),
-                   60, "every arrival in the live metrics", interval=0.2, on_timeout=lambda: f"; they say:\n{scrape()}")
+                   60, "every arrival in the live metrics", interval=0.2, on_timeout=lambda: f"; they say:\\n{scrape()}")
         assert run.capture_status is None  # still capturing: these were live figures
 
         report = mirror_verifier(run)
