@@ -32,8 +32,10 @@ FIXED: dict[str, Any] = {
 
 
 def sample_report(*, expected: int = 1000, lost: int = 0, unseen: int = 0, duplicated: int = 0, foreign: int = 0,
-                  p50: float | None = 10.0, p99: float | None = 20.0, rate: float | None = 500.0) -> MirrorReport:
-    """A report with the given figures; the rate comes from one producer of one topic."""
+                  p50: float | None = 10.0, p99: float | None = 20.0, rate: float | None = 500.0,
+                  copy_rate: float | None = None, copy_lower_bound: bool = False) -> MirrorReport:
+    """A report with the given figures; the rate comes from one producer of one topic, which
+    is also the offered rate of its capacity; ``copy_rate`` None: the replicator kept up."""
     arrived = expected - lost - unseen
     latency = LatencyStats() if p50 is None else LatencyStats(
         count=arrived, min_ms=1.0, mean_ms=p50 + 1, p50_ms=p50, p90_ms=(p50 + (p99 or p50)) / 2, p99_ms=p99,
@@ -50,6 +52,12 @@ def sample_report(*, expected: int = 1000, lost: int = 0, unseen: int = 0, dupli
         timeline=[{"t": 1_741_944_000, "sent": expected, "received": arrived, "arrived": arrived,
                    "p50_ms": p50, "p99_ms": p99}],
         producers=producers,
+        capacity={"all": {"copy_rate": copy_rate, "copy_rate_mb": None if copy_rate is None else copy_rate * 200 / 1e6,
+                          "backlog_max": 0 if copy_rate is None else expected // 2, "caught_up_s": 0.05,
+                          "window": None, "offered_rate": rate, "lower_bound": copy_lower_bound,
+                          "why": "no backlog" if copy_rate is None else
+                          "a producer was behind its offered rate" if copy_lower_bound else ""},
+                  "topics": {}, "steps": [], "max_sustainable_rate": None, "max_sustainable_why": "no steps"},
     )
 
 

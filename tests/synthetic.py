@@ -12,6 +12,8 @@ Produce time of seq ``s`` is ``base + s`` ms, so latencies are exact and known. 
 offsets are assigned per (target topic, partition) in the order ``deliver`` is called.
 ``lane.in_source(seqs)`` writes the source log (``RUN_DIR/source``) for three-log
 reconciliation; ``SyntheticRun(..., source_log=True)`` writes one even when it is empty.
+``run.on_schedule()`` gives the manifests the per-second counts of a producer that sent
+seq ``s`` at ``base + s`` ms (the timeline's ``sent``; a stall needs them).
 
 The expected report of a synthetic run is ``pytest_kafka_mirror.verify.oracle.oracle_report``.
 """
@@ -172,6 +174,23 @@ class SyntheticRun:
         for _ in range(count):
             self.add_row(topic=topic, partition=lane if partition is None else partition, kind="headerless",
                          lane=lane, checksum_ok=True, arrival_ts_us=BASE_TS_US)
+
+    def on_schedule(self) -> SyntheticRun:
+        """Give every manifest the producer's per-second counts and produce seconds of a
+        schedule: seq ``s`` (acknowledged or failed) sent at ``base + s`` ms, production
+        ending after the highest one (``stats["sent_per_second"]``, ``["produce_seconds"]``)."""
+        for m in self.manifests.values():
+            counts: dict[int, int] = {}
+            top = -1
+            for lm in m.lanes:
+                for a, b in lm.acked + lm.failed:
+                    top = max(top, b)
+                    for seq in range(a, b + 1):
+                        t = (BASE_TS_US + seq * 1000) // 1_000_000
+                        counts[t] = counts.get(t, 0) + 1
+            m.stats["sent_per_second"] = sorted([t, n] for t, n in counts.items())
+            m.stats["produce_seconds"] = (top + 1) / 1000
+        return self
 
     def write(self, *, segments: int = 1, capture: bool = True) -> Path:
         """Write manifests and ``segments`` capture files (``capture=False``: no capture dir)."""

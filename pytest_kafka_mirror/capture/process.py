@@ -61,8 +61,12 @@ class _Partitions:
     15 s with a handle of its own).
     """
 
-    def __init__(self, client: Any, topics: Sequence[str], log: Callable[[str], None]) -> None:
+    def __init__(self, client: Any, topics: Sequence[str], log: Callable[[str], None],
+                 sample: Callable[[Any, dict[str, int]], None] | None = None) -> None:
         self.client = client
+        #: called with the client and the partition counts once a second, from this thread
+        #: (the end-offset samples of :class:`_EndOffsets`)
+        self.sample = sample
         self.topics = list(topics)
         self.log = log
         #: target topic -> partitions, a new dict (and a new version) for each change
@@ -91,6 +95,8 @@ class _Partitions:
                 if counts != self.counts:
                     self.counts = counts
                     self.version += 1
+                if self.sample is not None and counts:
+                    self.sample(self.client, counts)
             except Exception as exc:  # noqa: BLE001 - whatever failed, the next round asks again
                 self.log(f"capture: metadata refresh failed (will retry): {exc}")
             serve(self.client)  # the client's log messages
@@ -108,6 +114,53 @@ class _Partitions:
         """Stop and join the thread (a request times out after 5 s)."""
         self._stop.set()
         self._thread.join(10.0)
+
+
+class _EndOffsets:
+    """The capture's own lag behind the target: once a second, the target topics' end
+    offsets (``ListOffsets`` latest, from the metadata thread's admin client) and this
+    process's read positions (the next offset of each of its partitions), summed per target
+    topic.  The status keeps them as ``end_offsets``: ``measured`` (False on a target that
+    cannot report end offsets: Tansu's are wrong after multi-record batches), ``why``,
+    ``topics`` (target -> source) and ``samples`` (``[UTC epoch s, {target topic: [end
+    offsets, read]}]``); ``verify/_capacity.py`` compares their growth over the backlog
+    window.  At most :data:`MAX_SAMPLES` are kept (one a second: hours)."""
+
+    MAX_SAMPLES = 20_000
+
+    def __init__(self, measured: bool, why: str, mapping: dict[str, str], positions: dict[tuple[str, int], int],
+                 group: int, groups: int) -> None:
+        self.measured, self.why, self.mapping = measured, why, mapping
+        self.positions = positions  # the consume loop's next offsets (GapGuard.next), read as a copy
+        self.group, self.groups = group, groups
+        self.samples: list[list[Any]] = []
+        self.next_at = 0.0
+
+    def sample(self, client: Any, counts: dict[str, int]) -> None:
+        from confluent_kafka import TopicPartition
+        from confluent_kafka.admin import OffsetSpec
+
+        now = time.monotonic()
+        if not self.measured or now < self.next_at or len(self.samples) >= self.MAX_SAMPLES:
+            return
+        self.next_at = now + 1.0
+        tps = [TopicPartition(t, p) for t, n in counts.items() for p in range(n) if p % self.groups == self.group]
+        if not tps:
+            return
+        asked = time.time()
+        read = dict(self.positions)  # before the end offsets: the lag is never understated
+        futures = client.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=5)
+        ends = {(tp.topic, tp.partition): max(int(future.result().offset), 0) for tp, future in futures.items()}
+        at = (asked + time.time()) / 2  # the brokers answered somewhere in between: the middle
+        sums: dict[str, list[int]] = {}
+        for (topic, partition), end in ends.items():
+            entry = sums.setdefault(topic, [0, 0])
+            entry[0] += end
+            entry[1] += read.get((topic, partition), 0)
+        self.samples.append([round(at, 3), sums])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"measured": self.measured, "why": self.why, "topics": self.mapping, "samples": self.samples}
 
 
 def _log(text: str) -> None:
@@ -152,6 +205,8 @@ class _CaptureProcess:
         self.rows = RowBuilder(self.mapping, self.live, _log)
         self.seen, self.counts, self.warmup_ends = self.rows.seen, self.rows.counts, self.rows.warmup_ends
         self.partitions: _Partitions | None = None
+        self.end_offsets = _EndOffsets(args.end_offsets != "skip", args.end_offsets_why, self.mapping,
+                                       self.gaps.next, self.group, self.groups)
         self.partitions_version = 0
         self.assigned: dict[str, int] = {}
         self.t_start = time.monotonic()
@@ -216,7 +271,7 @@ class _CaptureProcess:
         args = self.args
         next_status = next_missing_note = 0.0
         client = admin_client(args.bootstrap, {"socket.connection.setup.timeout.ms": 5000})
-        partitions = self.partitions = _Partitions(client, list(self.mapping), _log)
+        partitions = self.partitions = _Partitions(client, list(self.mapping), _log, self.end_offsets.sample)
         while not self.stopping:
             if partitions.version != self.partitions_version:
                 self.partitions_version = partitions.version
@@ -349,11 +404,13 @@ class _CaptureProcess:
             "offset_gaps": self.gaps.to_dict(),
             "warmup_ends": self.warmup_ends,
             "metadata_answers": self.partitions.answers if self.partitions is not None else 0,
+            "end_offsets": self.end_offsets.to_dict(),
         }
         if self.groups > 1:
             status["group"] = [self.group, self.groups]
         write_json_atomic(self.file(CAPTURE_STATUS), status)
-        print(f"capture: {json.dumps(status)}", flush=True)
+        shown = {**status, "end_offsets": {k: v for k, v in status["end_offsets"].items() if k != "samples"}}
+        print(f"capture: {json.dumps(shown)}", flush=True)
 
 
 def _tune_gc() -> None:
@@ -399,6 +456,10 @@ def main(argv: list[str] | None = None) -> int:
                          "(produced-*.json); 0: wait for the produce-done file")
     ap.add_argument("--group", type=int, default=0, help="this process's partition group")
     ap.add_argument("--groups", type=int, default=1, help="capture processes: partition P goes to group P %% GROUPS")
+    ap.add_argument("--end-offsets", choices=("sample", "skip"), default="sample",
+                    help="sample the target's end offsets once a second (the capture's own lag), or not (a target "
+                         "that cannot report them)")
+    ap.add_argument("--end-offsets-why", default="", help="why (the cluster's capability, as it says)")
     args = ap.parse_args(argv)
     from .._kafkalog import log_to
 

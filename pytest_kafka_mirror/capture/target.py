@@ -92,6 +92,17 @@ def _why(proc: Any) -> str:
     return f"{errors[-1]} ({proc.describe_exit()})" if errors else proc.describe_exit()
 
 
+def _merge_end_offsets(statuses: list[dict[str, Any]]) -> dict[str, Any]:
+    """The processes' end-offset samples (``process._EndOffsets``), one list per process:
+    each samples its own partitions at its own instants."""
+    parts = [st.get("end_offsets") or {} for st in statuses]
+    measured = bool(parts) and all(p.get("measured") for p in parts)
+    # a single process's status file is the merged one: merged again, it has groups already
+    groups = [g for p in parts for g in (p["groups"] if "groups" in p else [p.get("samples") or []])]
+    return {"measured": measured, "why": next((p.get("why") for p in parts if p.get("why")), ""),
+            "topics": {k: v for p in parts for k, v in (p.get("topics") or {}).items()}, "groups": groups}
+
+
 # --------------------------------------------------------------------------- controller side
 class Capture:
     """Starts the capture process(es) for one run and waits for their end.
@@ -115,6 +126,7 @@ class Capture:
         manifest_dir: str | os.PathLike[str] | None = None,
         processes: int = 1,
         producers: int = 0,
+        end_offsets: tuple[bool | None, str] = (None, ""),
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise CaptureError(f"capture processes must be a whole number >= 1, got {processes!r}")
@@ -128,6 +140,9 @@ class Capture:
         self.startup_timeout = startup_timeout
         self.processes_wanted = processes
         self.producers = producers
+        #: whether the target reports accurate end offsets (None: not known, sampled all the
+        #: same) and what says so: the capture samples them for its own lag, or says it cannot
+        self.end_offsets = end_offsets
         self.procs: list[Any] = []
 
     @property
@@ -156,6 +171,9 @@ class Capture:
             ]
             if self.manifest_dir is not None:
                 argv += ["--manifest-dir", str(self.manifest_dir)]
+            accurate, why = self.end_offsets
+            argv += ["--end-offsets", "skip" if accurate is False else "sample",
+                     "--end-offsets-why", why or ("" if accurate else "not probed: taken as accurate")]
             name = "capture" if n == 1 else f"capture {g}/{n}"
             self.procs.append(ManagedProcess(name, argv, self._file("capture.log", g)).start())
 
@@ -238,6 +256,7 @@ class Capture:
                          for k in ("refetched", "accepted", "accepted_offsets", "open")},
             warmup_ends={k: max(int(st.get("warmup_ends", {}).get(k, 0)) for st in statuses)
                          for k in {k for st in statuses for k in st.get("warmup_ends", {})}},
+            end_offsets=_merge_end_offsets(statuses),
         )
         write_json_atomic(self.run_dir / CAPTURE_STATUS, merged)
 

@@ -39,7 +39,7 @@ class _LagWatch:
     and a shrinking one (a backlog being absorbed) never triggers it, however large.
     """
 
-    __slots__ = ("above_since", "limit", "longest_above", "max_lag", "samples", "window")
+    __slots__ = ("above_since", "behind", "limit", "longest_above", "max_lag", "samples", "window")
 
     def __init__(self, limit: float = LAG_LIMIT_S, window: float = LAG_WINDOW_S) -> None:
         self.limit, self.window = limit, window
@@ -49,6 +49,9 @@ class _LagWatch:
         self.above_since: float | None = None
         self.max_lag = 0.0
         self.longest_above = 0.0
+        #: second of the schedule -> the largest lag in it, for the seconds above ``limit``
+        #: (``stats["behind_s"]``: the capacity figures tell the producer's pace from the replicator's)
+        self.behind: dict[int, float] = {}
 
     def add(self, elapsed: float, lag: float, sent: int) -> tuple[float, float, int] | None:
         if lag > self.max_lag:
@@ -57,6 +60,9 @@ class _LagWatch:
         if lag <= self.limit:
             self.close(elapsed)
             return None
+        second = int(elapsed)
+        if lag > self.behind.get(second, 0.0):
+            self.behind[second] = lag
         if self.above_since is None:
             self.above_since = elapsed
         s.append((elapsed, lag, sent))

@@ -188,6 +188,8 @@ def run_stats(
         # seconds: the largest lag, and the longest stretch it stayed above LAG_LIMIT_S
         "max_lag_s": round(max(lag_watch.max_lag, 0.0), 3) if throttled else None,
         "lag_over_limit_s": round(lag_watch.longest_above, 3) if throttled else None,
+        # [second of the schedule, largest lag (s)] of the seconds it was behind by more than LAG_LIMIT_S
+        "behind_s": [[s, round(lag, 3)] for s, lag in sorted(lag_watch.behind.items())] if throttled else None,
         "rate_warning": warned,
         "warmup_seconds": warmup_seconds,
         "sent_per_second": seconds.pairs(),

@@ -9,7 +9,14 @@ A *figure* is one number of a verified run, named after the report:
   ``latency_p99``, ``latency_p999``, ``latency_max`` (milliseconds);
 * ``rate``: the achieved messages/s per topic over the produce window;
 * ``discovery_s``: the replicator's discovery time, the longest over the run's topics
-  (topic created -> a warm-up record of every partition on the target; seconds).
+  (topic created -> a warm-up record of every partition on the target; seconds);
+* the capacity figures of the report's ``capacity`` (``verify/_capacity.py``, all topics):
+  ``copy_rate`` / ``copy_rate_mb`` (records/s, MB/s while the replicator had a backlog) and
+  ``max_sustainable_rate`` (the highest sustained step of a stepped rate profile), better
+  when higher; ``backlog_max`` and ``caught_up_s``, better when lower; ``offered_rate``
+  (what the producers offered), shown, never gated.  A figure the report gives only as a
+  lower bound (the producer or the capture set the pace) is never failed by a check: the
+  comparison says so in its row.
 
 A failover check (``mirror_failover``) is a result of its own (key ``NODEID#failover``, see
 ``storage.py``) with the figures of its ``FailoverReport``: ``failover_skipped``,
@@ -22,7 +29,7 @@ verified run with a verified run and a failover check with a failover check.
 
 A regression check (``--kafka-mirror-compare-fail``) says how much worse a figure may get
 than in the compared run: ``FIGURE:N%`` relative to the baseline value, ``FIGURE:N`` in the
-figure's unit.  Worse means higher for counts, latencies and durations, lower for the rate.
+figure's unit.  Worse means higher for counts, latencies and durations, lower for the rates.
 Checks are parsed while the command line is parsed, so a typo fails before any cluster starts:
 
 >>> check = parse_compare_fail("latency_p99:10%")
@@ -56,18 +63,22 @@ __all__ = [
     "FAILOVER_SUMMARY_COLUMNS",
     "SCENARIO_FIGURES",
     "MEASURED_LEGEND",
+    "PARTIAL_LEGEND",
     "FIGURES",
     "SUMMARY_COLUMNS",
     "Comparison",
     "Figure",
     "RegressionCheck",
+    "CAPACITY_FIGURES",
     "achieved_rate",
+    "capacity_values",
     "compare_runs",
     "failover_figures",
     "failover_summary_row",
     "figure_names",
     "figures",
     "format_figure",
+    "lower_bounds",
     "parse_compare_fail",
     "summary_row",
 ]
@@ -96,6 +107,15 @@ def _size(name: str, help: str) -> Figure:
 
 def _latency(name: str, help: str) -> Figure:
     return Figure(f"latency_{name}", "ms", higher_is_worse=True, gateable=True, help=help)
+
+
+def _better_higher(name: str, unit: str, help: str, *, gateable: bool = True) -> Figure:
+    # A rate: worse when lower (gateable=False: what the run offered, shown, never gated).
+    return Figure(name, unit, higher_is_worse=False, gateable=gateable, help=help)
+
+
+def _duration(name: str, help: str) -> Figure:
+    return Figure(name, "s", higher_is_worse=True, gateable=True, help=help)
 
 
 def _scenario(name: str, unit: str, help: str, *, gateable: bool = True) -> Figure:
@@ -144,10 +164,16 @@ FIGURES: dict[str, Figure] = {
         _latency("p99", "99th percentile latency"),
         _latency("p999", "99.9th percentile latency"),
         _latency("max", "largest latency"),
-        Figure("rate", "msg/s", higher_is_worse=False, gateable=True,
-               help="achieved messages/s per topic over the produce window"),
-        Figure("discovery_s", "s", higher_is_worse=True, gateable=True,
-               help="topic created -> a warm-up record of every partition on the target (longest topic)"),
+        _better_higher("rate", "msg/s", "achieved messages/s per topic over the produce window"),
+        _duration("discovery_s", "topic created -> a warm-up record of every partition on the target (longest topic)"),
+        _better_higher("copy_rate", "records/s", "records/s the replicator copied while it had a backlog (all topics)"),
+        _better_higher("copy_rate_mb", "MB/s", "MB/s (of the producers' message size) copied while it had a backlog"),
+        _better_higher("max_sustainable_rate", "records/s", "highest step of a stepped rate profile with p99 under "
+                       "the SLO and no growing backlog"),
+        _count("backlog_max", "most records acknowledged on the source and not yet arrived"),
+        _duration("caught_up_s", "last acknowledged record produced -> the last one arrived (the backlog back to zero)"),
+        _better_higher("offered_rate", "records/s", "records/s the producers offered (achieved, all topics)",
+                       gateable=False),
         _scenario("upgrade_resume_s", "s", "in-place upgrade / rollback: the old replicator stopped -> the new one "
                   "copied again"),
         _scenario("upgrade_duplicates_bound", "records", "copies the switch may repeat: what was produced "
@@ -171,6 +197,12 @@ FIGURES: dict[str, Figure] = {
                   "(offset.lag.max=0 wants one per record)", gateable=False),
         _scenario("compacted_before_copy", "records", "records of a compacted topic the source's log cleaner "
                   "removed before the replicator copied them (the backlog it read had offset gaps)", gateable=False),
+        Figure("long_link_defaults_copy_rate", "msg/s", higher_is_worse=False, gateable=True,
+               help="the long-link capacity scenario: MM2's copy rate with its defaults over the delayed link "
+                    "(the run's own copy_rate: with its clients tuned)"),
+        Figure("tasks_max_1_copy_rate", "msg/s", higher_is_worse=False, gateable=True,
+               help="the tasks.max capacity scenario: MM2's copy rate with tasks.max=1 (the run's own copy_rate: "
+                    "tasks.max=4)"),
         _failover("failover_skipped", "records", "records a group had not consumed that it never reads after "
                   "failing over (at failover, or at any checkpoint of the run)"),
         _failover("failover_rereads_max", "records", "most records one group re-reads on one partition after "
@@ -212,7 +244,8 @@ DEFAULT_SHOWN = {
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
 SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
                     "config_default_s", "config_reset_s", "group_sync_s", "offset_syncs_per_1000", "compacted_before_copy",
-                    "multi_node_resume_s", "multi_node_duplicates_bound", "sigkill_duplicates_bound")
+                    "multi_node_resume_s", "multi_node_duplicates_bound", "sigkill_duplicates_bound",
+                    "long_link_defaults_copy_rate", "tasks_max_1_copy_rate")
 
 
 def figure_names(kind: str) -> tuple[str, ...]:
@@ -251,9 +284,41 @@ def figures(report: MirrorReport) -> dict[str, Value]:
         values[f"latency_{name}"] = getattr(report.latency, f"{name}_ms")
     values["rate"] = achieved_rate(report.producers)
     values["discovery_s"] = report.discovery_s
+    values.update(capacity_values(report.capacity))
     for name, entry in report.scenario.items():
         values[name] = entry.get("value")
     return {name: values.get(name) for name in figure_names(VERIFICATION)}
+
+
+#: The capacity figures, and where in the report's ``capacity`` each is.
+CAPACITY_FIGURES = ("copy_rate", "copy_rate_mb", "max_sustainable_rate", "backlog_max", "caught_up_s", "offered_rate")
+
+
+def capacity_values(capacity: Mapping[str, Any]) -> dict[str, Value]:
+    """The capacity figures of a report's ``capacity`` (all topics; None where absent)."""
+    every = capacity.get("all") or {}
+    values: dict[str, Value] = {name: every.get(name) for name in CAPACITY_FIGURES if name != "max_sustainable_rate"}
+    values["max_sustainable_rate"] = capacity.get("max_sustainable_rate")
+    return values
+
+
+def lower_bounds(report: Mapping[str, Any] | None) -> dict[str, str]:
+    """The capacity figures a result's report (``MirrorReport.to_dict()``) gives only as
+    lower bounds, or not at all, with why: a gate never fails them."""
+    capacity = (report or {}).get("capacity") or {}
+    out = {}
+    every = capacity.get("all") or {}
+    if every.get("lower_bound") and every.get("copy_rate") is not None:
+        out["copy_rate"] = out["copy_rate_mb"] = str(every.get("why") or "a lower bound")
+    if capacity.get("max_sustainable_lower_bound") and capacity.get("max_sustainable_rate") is not None:
+        out["max_sustainable_rate"] = str(capacity.get("max_sustainable_why") or "a lower bound")
+    # not measured, with why (no backlog: the replicator kept up; no stepped profile): no
+    # value is not a regression of a capacity
+    if capacity and every.get("copy_rate") is None:
+        out["copy_rate"] = out["copy_rate_mb"] = str(every.get("why") or "not measured")
+    if capacity and capacity.get("max_sustainable_rate") is None:
+        out["max_sustainable_rate"] = str(capacity.get("max_sustainable_why") or "not measured")
+    return out
 
 
 def failover_figures(report: FailoverReport) -> dict[str, Value]:
@@ -272,6 +337,10 @@ def format_figure(name: str, value: Value) -> str:
         return f"{value:.3f}".rstrip("0").rstrip(".") + " ms"
     if unit == "msg/s":
         return f"{value:.1f} msg/s"
+    if unit == "records/s":
+        return f"{value:,.0f} records/s"
+    if unit == "MB/s":
+        return f"{value:.3g} MB/s"
     if unit == "s":
         return f"{value:.2f} s"
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
@@ -347,11 +416,13 @@ def parse_compare_fail(text: str) -> RegressionCheck:
 
 
 #: Columns of the session's summary table (terminal and HTML), and what they mean.
-SUMMARY_COLUMNS = ("test", "records", "missing", "dup", "reordered", "p50", "p99", "p99.9", "rate", "discovery")
+SUMMARY_COLUMNS = ("test", "records", "missing", "dup", "reordered", "p50", "p99", "p99.9", "offered", "copy",
+                   "discovery")
 SUMMARY_LEGEND = (
     "records: acknowledged by the source; missing: lost + unseen (never arrived); dup: extra copies; "
-    "p50/p99/p99.9: latency; rate: achieved msg/s per topic; discovery: topic created -> every partition "
-    "copied (longest topic)"
+    "p50/p99/p99.9: latency; offered: records/s the producers offered (achieved, all topics); copy: records/s "
+    "the replicator copied while it had a backlog (>=: a lower bound, the producer or the capture set the pace; "
+    "n/a: it never had a backlog); discovery: topic created -> every partition copied (longest topic)"
 )
 #: Columns of the session's table of failover checks, and what they mean.
 FAILOVER_SUMMARY_COLUMNS = ("test", "groups/translations", "skipped", "rereads max", "untranslated", "beyond end",
@@ -368,18 +439,33 @@ FAILOVER_SUMMARY_LEGEND = (
 
 #: The summary's extra column when a scenario measured figures of its own.
 MEASURED_LEGEND = "measured: figures the scenario measured itself (report.json's 'scenario' says how)"
+#: Marks the latency cells of a run with missing records, whose figures are of the records
+#: that arrived only; the legend's line for it, shown when a row has one.
+PARTIAL_MARK = "*"
+PARTIAL_LEGEND = (f"{PARTIAL_MARK}: partial latency, of the records that arrived only (records - missing); the "
+                  "missing ones have none")
+#: The summary's latency columns, and their figures.
+_LATENCY_COLUMNS = {"p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999"}
 
 
 def summary_row(key: str, values: Mapping[str, Value], report: Mapping[str, Any] | None = None) -> dict[str, str]:
     """One row of the summary table from a result's figures; ``measured`` lists the
-    figures its scenario measured itself (from its ``report.json`` dict)."""
+    figures its scenario measured itself (from its ``report.json`` dict); ``partial`` is
+    :data:`PARTIAL_MARK` when records are missing: its latency cells carry the mark."""
     names = {"records": "expected", "missing": "missing", "dup": "duplicated", "reordered": "reordered",
-             "p50": "latency_p50", "p99": "latency_p99", "p99.9": "latency_p999", "rate": "rate",
-             "discovery": "discovery_s"}
+             **_LATENCY_COLUMNS, "discovery": "discovery_s"}
     measured = ", ".join(f"{name} {format_figure(name, values.get(name))}"
                          for name in (report or {}).get("scenario") or {})
-    return {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()},
-            "measured": measured}
+    lower = lower_bounds(report)
+    rates = {column: "n/a" if values.get(name) is None else
+             (">=" if name in lower else "") + f"{values[name]:,.0f}"
+             for column, name in (("offered", "offered_rate"), ("copy", "copy_rate"))}
+    row = {"test": key, **{column: format_figure(name, values.get(name)) for column, name in names.items()},
+           **rates, "measured": measured, "partial": PARTIAL_MARK if values.get("missing") else ""}
+    for column, name in _LATENCY_COLUMNS.items():
+        if values.get(name) is not None:
+            row[column] += row["partial"]
+    return row
 
 
 def failover_summary_row(key: str, values: Mapping[str, Value], report: Mapping[str, Any]) -> dict[str, str]:
@@ -413,6 +499,8 @@ class Comparison:
     rows: list[dict[str, str]] = field(default_factory=list)
     #: one message per regression: the test, the figure, both values and the check
     regressions: list[str] = field(default_factory=list)
+    #: one message per check a lower bound kept from failing (the figure, why it is one)
+    notes: list[str] = field(default_factory=list)
     compared: list[str] = field(default_factory=list)  # result keys in both runs
     compared_kinds: list[str] = field(default_factory=list)  # the kind of each compared result
     only_baseline: list[str] = field(default_factory=list)
@@ -431,6 +519,9 @@ class Comparison:
             lines.append(f"not in this run ({len(self.only_baseline)}): " + ", ".join(self.only_baseline))
         if self.only_current:
             lines.append(f"no baseline ({len(self.only_current)}): " + ", ".join(self.only_current))
+        if self.notes:
+            lines.append("not gated (lower bounds):")
+            lines += [f"  {message}" for message in self.notes]
         if self.regressions:
             n = len(self.regressions)
             lines.append(f"{n} regression{'s' if n != 1 else ''}:")
@@ -464,7 +555,8 @@ def compare_runs(
     for key, kind in zip(comparison.compared, comparison.compared_kinds, strict=True):
         base_figures, cur_figures = base_results[key].get("figures", {}), cur_results[key].get("figures", {})
         _compare_result(comparison, key, base_figures, cur_figures,
-                        [c for c in checks if FIGURES[c.figure].kind == kind], DEFAULT_SHOWN[kind])
+                        [c for c in checks if FIGURES[c.figure].kind == kind], DEFAULT_SHOWN[kind],
+                        (lower_bounds(base_results[key].get("report")), lower_bounds(cur_results[key].get("report"))))
         if checks:
             _checked_less(comparison, key, base_figures, cur_figures)
     for kind in KINDS:
@@ -472,29 +564,44 @@ def compare_runs(
     return comparison
 
 
+#: Capacity figures shown for a result whose checks name none, when either run has them.
+_CAPACITY_SHOWN = ("copy_rate", "max_sustainable_rate")
+
+
 def _compare_result(comparison: Comparison, key: str, base_figures: Mapping[str, Value],
                     cur_figures: Mapping[str, Value], checks: Sequence[RegressionCheck],
-                    default_shown: Sequence[str]) -> None:
+                    default_shown: Sequence[str],
+                    lower: tuple[Mapping[str, str], Mapping[str, str]] = ({}, {})) -> None:
     """The rows and regressions of one result: the figures its ``checks`` name, or
-    ``default_shown`` when none does."""
+    ``default_shown`` when none does.  ``lower``: the figures each run (baseline, this one)
+    gives only as a lower bound, with why; a lower bound in this run never fails a check."""
     shown = list(dict.fromkeys(c.figure for c in checks)) or list(default_shown)
-    if not checks:  # and the figures its scenario measured itself, in either run
-        shown += [n for n in SCENARIO_FIGURES if base_figures.get(n) is not None or cur_figures.get(n) is not None]
+    if not checks:  # and the figures its scenario measured itself, and its capacity, in either run
+        shown += [n for n in (*_CAPACITY_SHOWN, *SCENARIO_FIGURES)
+                  if base_figures.get(n) is not None or cur_figures.get(n) is not None]
     # a figure only some scenarios measure: not a row for every other test
     shown = [n for n in shown if n not in SCENARIO_FIGURES or (base_figures.get(n), cur_figures.get(n)) != (None, None)]
-    for i, name in enumerate(shown):
+    for i, name in enumerate(dict.fromkeys(shown)):
         b, c = base_figures.get(name), cur_figures.get(name)
         verdicts = []
         for check in (ch for ch in checks if ch.figure == name):
             failed = check.fails(b, c)
+            if failed and name in lower[1]:
+                absent = c is None
+                verdicts.append(f"{check} not failed: {'not measured' if absent else 'a lower bound'}")
+                comparison.notes.append(
+                    f"{key}: {name} " + (f"was not measured in this run ({lower[1][name]})" if absent else
+                                         f"{format_figure(name, c)} is only a lower bound ({lower[1][name]})")
+                    + f", so {check} does not fail it")
+                continue
             verdicts.append(f"{check} {'FAILED' if failed else 'ok'}")
             if failed:
                 comparison.regressions.append(_regression_message(key, check, b, c))
         comparison.rows.append({
             "test": key if i == 0 else "",
             "figure": name,
-            "baseline": format_figure(name, b),
-            "now": format_figure(name, c),
+            "baseline": (">=" if name in lower[0] and b is not None else "") + format_figure(name, b),
+            "now": (">=" if name in lower[1] and c is not None else "") + format_figure(name, c),
             "change": _format_change(name, b, c),
             "check": ", ".join(verdicts),
         })

@@ -28,6 +28,10 @@ Metrics (``test`` is the pytest node id, ``topic`` the source topic)::
                                                            duplicated, reordered, phantom, corrupted, ...
     kafka_mirror_report_latency_seconds{test,figure}  gauge  min, mean, p50, p90, p99, p999, max
     kafka_mirror_report_rate{test}                gauge    achieved messages/s per topic
+    kafka_mirror_report_copy_rate{test}           gauge    records/s copied while the replicator had a backlog;
+                                                           also ..._copy_rate_mb, ..._max_sustainable_rate,
+                                                           ..._backlog_max, ..._caught_up_s, ..._offered_rate
+    kafka_mirror_report_lower_bound{test,figure}  gauge    1: that capacity figure is only a lower bound
 
 prometheus_client is imported only by :class:`MetricsService`, i.e. only when
 ``--kafka-mirror-metrics-port`` or ``--kafka-mirror-pushgateway`` is given.
@@ -40,7 +44,7 @@ import logging
 import socket
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,8 @@ log = logging.getLogger("pytest_kafka_mirror.metrics")
 JOB = "kafka_mirror"
 #: Seconds between pushes to the gateway while the session runs.
 PUSH_INTERVAL = 5.0
+#: a verified run's entry in the spool: the names of its figures that are only lower bounds
+LOWER_BOUNDS_KEY = "_lower_bounds"
 #: The capture progress file (capture.py writes it).
 PROGRESS_FILE = "capture-progress.json"
 PROGRESS_GLOB = "capture-progress*.json"
@@ -136,8 +142,9 @@ class MetricsSpool:
         self.state["captures"][str(run_dir)] = test
         self._write()
 
-    def verified(self, key: str, figures: Mapping[str, Any]) -> None:
-        self.state["verified"][key] = dict(figures)
+    def verified(self, key: str, figures: Mapping[str, Any], lower_bounds: Sequence[str] = ()) -> None:
+        """A verified run's figures; ``lower_bounds``: those that are only lower bounds."""
+        self.state["verified"][key] = {**figures, LOWER_BOUNDS_KEY: sorted(lower_bounds)}
         self._write()
 
 
@@ -240,6 +247,14 @@ class MirrorCollector:
                 if figure.unit == "ms" and figures.get(name) is not None:
                     lat.add_metric([key, name.removeprefix("latency_")], figures[name] / 1000.0)
         yield lat
+        lower = GaugeMetricFamily("kafka_mirror_report_lower_bound",
+                                  "After verification: 1 for a capacity figure that is only a lower bound (the "
+                                  "producer or the capture set the pace).", labels=["test", "figure"])
+        for key, figures in sorted(verified.items()):
+            for name in figures.get(LOWER_BOUNDS_KEY) or []:
+                if figures.get(name) is not None:
+                    lower.add_metric([key, name], 1.0)
+        yield lower
 
 
 def _le(seconds: float) -> str:

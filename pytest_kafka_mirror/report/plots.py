@@ -5,10 +5,15 @@ Per verified run, next to its JSON report in the report directory::
     <test>.latency.svg     p50 / p99 latency per second of produce time, fault markers
     <test>.histogram.svg   latency histogram (the report's buckets)
     <test>.rate.svg        records sent per second against records arrived per second
+    <test>.capacity.svg    offered (sent) and arrived per second, the copy rate over its backlog
+                           window, and the backlog (records acknowledged, not yet arrived)
+    <test>.steps.svg       a stepped rate profile only: the copy rate against the offered rate per
+                           step (the throughput curve), with the line where they are equal
+    <test>.steps_latency.svg  a stepped rate profile only: p50 / p99 per step against its offered rate
 
 and ``index.html`` linking them all, with the session's summary table and comparison.
 
-SVG is written by hand: three kinds of chart do not justify a plotting library (and its
+SVG is written by hand: a few kinds of chart do not justify a plotting library (and its
 font cache and backend set-up) in every CI job, and the files are a few kB, readable in
 any browser and embeddable in the HTML page as they are.
 """
@@ -28,14 +33,17 @@ from .storage import count_results, kind_of
 if TYPE_CHECKING:
     from ..verify.report import MirrorReport
 
-__all__ = ["PLOT_KINDS", "bar_chart", "line_chart", "write_index", "write_plots"]
+__all__ = ["PLOT_KINDS", "STEP_PLOT_KINDS", "bar_chart", "line_chart", "write_index", "write_plots"]
 
-PLOT_KINDS = ("latency", "histogram", "rate")
+PLOT_KINDS = ("latency", "histogram", "rate", "capacity")
+#: written only for a run of a stepped rate profile
+STEP_PLOT_KINDS = ("steps", "steps_latency")
 
 WIDTH, HEIGHT = 760, 320
 LEFT, RIGHT, TOP, BOTTOM = 72, 24, 58, 60
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif'"
 COLORS = {"p50": "#1f77b4", "p99": "#d62728", "sent": "#1f77b4", "arrived": "#2ca02c", "bar": "#4c72b0",
+          "copy": "#ff7f0e", "backlog": "#7f7f7f", "equal": "#bbbbbb",
           "marker": "#9467bd", "grid": "#e5e5e5", "axis": "#333333"}
 
 Point = tuple[float, float | None]
@@ -245,6 +253,55 @@ def rate_svg(report: MirrorReport, title: str) -> str:
                       markers=markers, empty="no records sent")
 
 
+def capacity_svg(report: MirrorReport, title: str) -> str:
+    """Offered and arrived per second, the copy rate across its backlog window, the backlog."""
+    start, timeline, markers = _timeline_points(report)
+    backlog, waiting = [], 0
+    for e in timeline:  # records produced up to the end of the second that arrived after it
+        waiting += int(e["received"]) - int(e["arrived"])
+        backlog.append((float(e["t"]) - start + 1.0, float(max(waiting, 0))))
+    every = (report.capacity or {}).get("all") or {}
+    series = [
+        ("offered (sent/s)", COLORS["sent"], [(_mid(e, start), float(e["sent"])) for e in timeline]),
+        ("arrived/s", COLORS["arrived"], [(_mid(e, start), float(e["arrived"])) for e in timeline]),
+        ("backlog (records)", COLORS["backlog"], backlog),
+    ]
+    if every.get("copy_rate") is not None and every.get("window"):
+        t0, t1 = every["window"]
+        bound = ">=" if every.get("lower_bound") else ""
+        series.append((f"copy rate {bound}{every['copy_rate']:,.0f}/s", COLORS["copy"],
+                       [(float(t0) - start, every["copy_rate"]), (float(t1) - start, every["copy_rate"])]))
+    return line_chart(f"capacity: {title}", "seconds since the first record", "records/s (backlog: records)", series,
+                      markers=markers, empty="no records sent")
+
+
+def steps_svg(report: MirrorReport, title: str) -> str:
+    """The copy rate against the offered rate, one point per step (the throughput curve)."""
+    steps = (report.capacity or {}).get("steps") or []
+    offered = [float(s["offered_rate"]) for s in steps]
+    series = [
+        ("copy rate", COLORS["copy"], [(o, s["copy_rate"]) for o, s in zip(offered, steps, strict=True)]),
+        ("copy = offered", COLORS["equal"], [(0.0, 0.0), (max(offered, default=1.0), max(offered, default=1.0))]),
+    ]
+    best = (report.capacity or {}).get("max_sustainable_rate")
+    marks = [(float(best), f"max sustainable {best:,.0f}/s")] if best is not None else []
+    return line_chart(f"throughput per step: {title}", "offered records/s (all topics)", "copied records/s", series,
+                      markers=marks, empty="no steps")
+
+
+def steps_latency_svg(report: MirrorReport, title: str) -> str:
+    """p50 / p99 of each step against its offered rate."""
+    steps = (report.capacity or {}).get("steps") or []
+    series = [(f"{name} per step", COLORS[name], [(float(s["offered_rate"]), s[f"{name}_ms"]) for s in steps])
+              for name in ("p50", "p99")]
+    slo = (report.capacity or {}).get("slo_p99_ms")
+    if slo is not None and steps:
+        series.append((f"p99 SLO {slo:g} ms", COLORS["marker"],
+                       [(float(steps[0]["offered_rate"]), float(slo)), (float(steps[-1]["offered_rate"]), float(slo))]))
+    return line_chart(f"latency per step: {title}", "offered records/s (all topics)", "latency (ms)", series,
+                      empty="no steps")
+
+
 def _duration(ms: float) -> str:
     return f"{_tick_label(ms / 1000)}s" if ms >= 1000 else f"{_tick_label(ms)}ms"
 
@@ -258,11 +315,15 @@ def histogram_svg(report: MirrorReport, title: str) -> str:
 
 
 def write_plots(report: MirrorReport, directory: str | os.PathLike[str], stem: str, title: str) -> dict[str, str]:
-    """Write the three SVGs of ``report`` as ``directory/stem.KIND.svg``; returns kind -> path."""
+    """Write the SVGs of ``report`` as ``directory/stem.KIND.svg`` (:data:`PLOT_KINDS`, and
+    :data:`STEP_PLOT_KINDS` for a stepped rate profile); returns kind -> path."""
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     out = {}
-    for kind, render in (("latency", latency_svg), ("histogram", histogram_svg), ("rate", rate_svg)):
+    kinds = [("latency", latency_svg), ("histogram", histogram_svg), ("rate", rate_svg), ("capacity", capacity_svg)]
+    if (report.capacity or {}).get("steps"):
+        kinds += [("steps", steps_svg), ("steps_latency", steps_latency_svg)]
+    for kind, render in kinds:
         path = d / f"{stem}.{kind}.svg"
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(render(report, title))
@@ -326,7 +387,7 @@ def write_index(
         if result.get("report_path"):
             out.append(f"<p><a href='{rel(result['report_path'])}'>report JSON</a></p>")
         out.append("<div class='plots'>")
-        for kind in PLOT_KINDS:
+        for kind in (*PLOT_KINDS, *STEP_PLOT_KINDS):
             path = (result.get("plots") or {}).get(kind)
             if path:
                 out.append(f"<a href='{rel(path)}'><img src='{rel(path)}' alt='{kind}'></a>")

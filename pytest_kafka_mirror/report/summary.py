@@ -14,6 +14,7 @@ from .compare import (
     FAILOVER_SUMMARY_COLUMNS,
     FAILOVER_SUMMARY_LEGEND,
     MEASURED_LEGEND,
+    PARTIAL_LEGEND,
     SUMMARY_COLUMNS,
     SUMMARY_LEGEND,
     failover_summary_row,
@@ -51,6 +52,8 @@ def summary_tables(results: list[TestResult]) -> list[SummaryTable]:
         columns, legend = SUMMARY_COLUMNS, SUMMARY_LEGEND
         if any(row["measured"] for row in rows):
             columns, legend = (*columns, "measured"), f"{legend}; {MEASURED_LEGEND}"
+        if any(row["partial"] for row in rows):
+            legend = f"{legend}; {PARTIAL_LEGEND}"
         tables.append(SummaryTable("verified runs", rows, columns, legend, verified))
     if checks:
         rows = [failover_summary_row(r.key, r.figures, r.report) for r in checks]

@@ -58,7 +58,12 @@ def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str
     """Set the report's timeline figures from ``rows["timeline"]`` (of :func:`timeline_query`)
     and ``rows["topic_firsts"]`` (per source topic, when its first acknowledged record was
     produced and when the first one arrived, UTC epoch microseconds: the new-topic
-    discovery time is their gap)."""
+    discovery time is their gap); the capacity figures from ``rows["flow"]`` (of
+    ``_capacity.flow_query``), and the stall (``_stall.py``) from the timeline, the first
+    arrivals and the flow's last ones."""
+    from pytest_kafka_mirror.verify._capacity import capacity_figures
+    from pytest_kafka_mirror.verify._stall import stall_figures
+
     manifests = load_manifests(run_dir)
     report.producers = producer_figures(manifests)
     report.timeline = _timeline(rows["timeline"], manifests)
@@ -66,6 +71,11 @@ def apply_timeline(report: MirrorReport, rows: Mapping[str, Sequence[Mapping[str
         r["topic"]: {"first_produce_us": r["first_produce_us"], "first_arrival_us": r["first_arrival_us"]}
         for r in rows["topic_firsts"]
     }
+    report.capacity = capacity_figures(rows["flow"], manifests, report.producers, report.timeline, report.capture)
+    firsts = [f["first_arrival_us"] for f in report.topic_firsts.values() if f["first_arrival_us"] is not None]
+    lasts = [r["last_arrival_us"] for r in rows["flow"] if r["kind"] == "ends" and r["last_arrival_us"] is not None]
+    report.stall = stall_figures(report.timeline, manifests, first_arrival_us=min(firsts, default=None),
+                                 last_arrival_us=max(lasts, default=None), unseen=report.unseen)
 
 
 def producer_figures(manifests: Sequence[Manifest]) -> list[dict[str, Any]]:

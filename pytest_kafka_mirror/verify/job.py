@@ -64,14 +64,15 @@ from typing import TYPE_CHECKING, Any
 from pytest_kafka_mirror.rundir import (
     CAPTURE_DIR,
     CAPTURE_SCHEMA_FIELDS,
-    CAPTURE_STATUS,
     DEFAULT_BOUNDS,
     REPORT_FILE,
     SOURCE_DIR,
+    load_capture_status,
     load_discovery,
     load_manifests,
     load_scenario_figures,
 )
+from pytest_kafka_mirror.verify._capacity import flow_query
 from pytest_kafka_mirror.verify._sql import Queries
 from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = ["DEFAULT_BOUNDS", "LaneMeta", "RecordKinds", "add_untimed", "manifest_lanes", "phantom_reason",
-           "read_status", "record_kinds", "verify_run"]
+           "record_kinds", "verify_run"]
 
 
 _KEY = ("topic", "producer_id", "lane")
@@ -208,17 +209,6 @@ def _read_capture(spark: SparkSession, capture_dir: Path) -> DataFrame:
     return spark.read.schema(schema).parquet(*files)
 
 
-def read_status(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / CAPTURE_STATUS
-    if not path.is_file():
-        return {}
-    try:
-        status = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        return {"error": f"unreadable {CAPTURE_STATUS}: {exc}"}
-    return status if isinstance(status, dict) else {"status": status}
-
-
 def verify_run(
     run_dir: str | os.PathLike[str],
     *,
@@ -253,7 +243,6 @@ def verify_run(
             report = job.run(bounds)
         finally:
             job.release()
-    report.capture = read_status(run)
     report.discovery = load_discovery(run)
     report.scenario = load_scenario_figures(run)
     if write_report:
@@ -520,6 +509,7 @@ class _Job:
             "kinds": self.query(f"SELECT kind, damage, {_IDENTIFIED} AS identified, count(1) AS count FROM {{cap}} "
                                 "GROUP BY kind, damage, identified", cap=self.cap),
             "timeline": timeline_query(self.query, self.firsts),
+            "flow": flow_query(self.query, self.firsts),
             **(self._candidate_queries() if self.examples else {}),
             **({"holes": self._holes_query(None, self.firsts)} if self.one_round else {}),
             **({"duplicates": self._duplicates_query()} if self.max_ranges > 0 else {}),
@@ -565,6 +555,7 @@ class _Job:
             latency=overall,
             latency_by_topic=by_topic,
             histogram_bounds_ms=bounds,
+            capture=load_capture_status(self.run_dir),
         )
         for name in _LANE_TOTALS:
             setattr(report, name, sum(getattr(s, name) for s in lanes))

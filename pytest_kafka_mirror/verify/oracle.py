@@ -24,9 +24,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_kafka_mirror.rundir import CAPTURE_DIR, SOURCE_DIR, load_discovery, load_manifests, load_scenario_figures
+from pytest_kafka_mirror.rundir import (
+    CAPTURE_DIR,
+    SOURCE_DIR,
+    load_capture_status,
+    load_discovery,
+    load_manifests,
+    load_scenario_figures,
+)
 from pytest_kafka_mirror.verify._latency import PERCENTILES, nearest_rank
-from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, read_status, record_kinds
+from pytest_kafka_mirror.verify.job import DEFAULT_BOUNDS, manifest_lanes, phantom_reason, record_kinds
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange, compact_ranges
 
 __all__ = ["oracle_report"]
@@ -237,7 +244,7 @@ def oracle_report(
         latency=replace(_latency([v for vs in latencies.values() for v in vs], bounds), untimed=sum(untimed.values())),
         latency_by_topic=latency_by_topic,
         histogram_bounds_ms=bounds,
-        capture=read_status(run),
+        capture=load_capture_status(run),
         discovery=load_discovery(run),
         scenario=load_scenario_figures(run),
     )
@@ -253,17 +260,23 @@ def oracle_report(
 
 def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set[int]],
                        first_copy: dict[tuple[LaneKey, int], list[dict[str, Any]]]) -> None:
-    """``timeline`` (exact nearest-rank percentiles per second), ``producers``, ``topic_firsts``.
+    """``timeline`` (exact nearest-rank percentiles per second), ``producers``, ``topic_firsts``,
+    ``capacity`` (from the same per-second counts as the job's), ``stall`` (from the timeline
+    and the first and last arrivals, counted here).
 
     The job's per-second percentiles come from 1 % buckets (``verify/_timeline.py``): they
     are never below these exact values and at most 1 % above them.
     """
+    from pytest_kafka_mirror.verify._capacity import capacity_figures
+    from pytest_kafka_mirror.verify._stall import stall_figures
     from pytest_kafka_mirror.verify._timeline import complete_timeline, producer_figures
 
     manifests = load_manifests(run)
     report.producers = producer_figures(manifests)
     by_produce: dict[int, list[int]] = defaultdict(list)
     arrived: dict[int, int] = defaultdict(int)
+    flow: dict[tuple[str, str, str, int], int] = defaultdict(int)  # the job's flow rows, counted
+    last: dict[str, list[int]] = {}
     firsts: dict[str, dict[str, int]] = {}
     for (key, seq), copies in first_copy.items():
         first = copies[0]
@@ -272,6 +285,10 @@ def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set
         produce, arrival = first["produce_ts_us"], first["arrival_ts_us"]
         by_produce[produce // 1_000_000].append(arrival - produce)
         arrived[arrival // 1_000_000] += 1
+        flow[("produced", key[0], key[1], produce // 1_000_000)] += 1
+        flow[("arrived", key[0], key[1], arrival // 1_000_000)] += 1
+        ends = last.setdefault(key[0], [produce, arrival])
+        ends[:] = [max(ends[0], produce), max(ends[1], arrival)]
         f = firsts.setdefault(key[0], {"first_produce_us": produce, "first_arrival_us": arrival})
         f["first_produce_us"] = min(f["first_produce_us"], produce)
         f["first_arrival_us"] = min(f["first_arrival_us"], arrival)
@@ -290,6 +307,14 @@ def _figures_over_time(report: MirrorReport, run: Path, acked: dict[LaneKey, set
     for t, n in arrived.items():
         second(t)["arrived"] = n
     report.timeline = complete_timeline(seconds, manifests, second)
+    rows = [{"kind": kind, "topic": topic, "producer_id": pid, "t": t, "n": n, "last_produce_us": None,
+             "last_arrival_us": None} for (kind, topic, pid, t), n in flow.items()]
+    rows += [{"kind": "ends", "topic": topic, "producer_id": None, "t": None, "n": None, "last_produce_us": p,
+              "last_arrival_us": a} for topic, (p, a) in last.items()]
+    report.capacity = capacity_figures(rows, manifests, report.producers, report.timeline, report.capture)
+    report.stall = stall_figures(report.timeline, manifests,
+                                 first_arrival_us=min((f["first_arrival_us"] for f in firsts.values()), default=None),
+                                 last_arrival_us=max((a for _, a in last.values()), default=None), unseen=report.unseen)
 
 
 def _examples(

@@ -63,7 +63,9 @@ lost_by_replicator / missing_in_source
 Latency is that of the first arrival of each acknowledged record; percentiles are exact
 nearest-rank values (the value at rank ``ceil(q * count)``).  Records whose first copy
 has no usable produce time (its ``km.t`` header damaged) are not in the figures: their
-number is ``untimed``.
+number is ``untimed``.  Records that never arrived have no latency: with any missing, the
+figures are partial, of the records that arrived only, and ``summary()`` and a latency
+failure say over how many of the acknowledged ones.
 """
 
 from __future__ import annotations
@@ -431,6 +433,18 @@ class MirrorReport:
     #: figures the scenario measured itself (``MirrorRun.record_figure``, ``scenario.json``):
     #: name -> ``{"value", "note"}``, e.g. ``upgrade_resume_s``
     scenario: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what the replicator can carry (``verify/_capacity.py``): ``all`` and per source topic
+    #: (``topics``) ``copy_rate`` (records/s while it had a backlog; None with ``why`` when it
+    #: never had one), ``copy_rate_mb``, ``backlog_max``, ``caught_up_s``, ``window``,
+    #: ``offered_rate``, ``lower_bound`` and ``why``; for a stepped rate profile ``steps`` and
+    #: ``max_sustainable_rate`` (with ``max_sustainable_why``, ``slo_p99_ms``)
+    capacity: dict[str, Any] = field(default_factory=dict)
+    #: arrivals stopped while the source went on acknowledging (``verify/_stall.py``), None
+    #: when they did not: ``last_arrival_us``, ``at_s`` (seconds from the production start),
+    #: ``production_end_us``, ``quiet_s`` (from the last arrival to the production end),
+    #: ``gap_s`` (the typical gap between arrivals), ``threshold_s`` (the quiet it takes),
+    #: ``acked_after`` (records acknowledged from the last arrival's second on that never arrived)
+    stall: dict[str, Any] | None = None
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
@@ -590,7 +604,29 @@ class MirrorReport:
         unmeasured = () if self.reconciled else ("lost_by_replicator", "missing_in_source")
         totals = ", ".join(f"{name.replace('_', ' ')} {'not measured' if name in unmeasured else value}"
                            for name, value in self.totals.items())
-        return f"{totals}; latency p50 {_ms(self.latency.p50_ms)}, p99 {_ms(self.latency.p99_ms)}"
+        return f"{totals}; latency p50 {_ms(self.latency.p50_ms)}, p99 {_ms(self.latency.p99_ms)}{self._partial()}"
+
+    def _partial(self) -> str:
+        """`` (partial: over 1,848 of 8,000 acknowledged records)`` when records never arrived
+        (their latency is unknown, so the figures are of the others only), else ''."""
+        if not self.lost + self.unseen:
+            return ""
+        return f" (partial: over {self.latency.count:,} of {self.expected:,} acknowledged records)"
+
+    def _partial_note(self) -> str:
+        """``, partial: 6,152 of the 8,000 acknowledged never arrived``, for the figures' line."""
+        missing = self.lost + self.unseen
+        if not missing:
+            return ""
+        return f", partial: {missing:,} of the {self.expected:,} acknowledged never arrived and have no latency"
+
+    def _stall_line(self) -> str:
+        """The stall (``verify/_stall.py``) as a line of a message's head; '' without one."""
+        if not self.stall:
+            return ""
+        from pytest_kafka_mirror.verify._stall import stall_text
+
+        return "\n" + stall_text(self.stall, self.replicator)
 
     # -- assertions --------------------------------------------------------------------
 
@@ -716,7 +752,7 @@ class MirrorReport:
         else:
             head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
         reason = self.capture.get("reason")
-        return head + (f"\ncapture ended: {reason}" if reason else "")
+        return head + self._stall_line() + (f"\ncapture ended: {reason}" if reason else "")
 
     def _arrived_damaged(self) -> str:
         """What arrived damaged, as one sentence ('' when nothing did)."""
@@ -742,7 +778,8 @@ class MirrorReport:
     def _latency_head(self, breaches: list[tuple[str, str]]) -> str:
         head = f"latency over the limit in {self.run_dir}: {'; '.join(short for short, _ in breaches)}"
         reason = self.capture.get("reason")
-        return head + f"\nrecords: {self._totals_line()}" + (f"\ncapture ended: {reason}" if reason else "")
+        return (head + f"\nrecords: {self._totals_line()}" + self._stall_line()
+                + (f"\ncapture ended: {reason}" if reason else ""))
 
     def _totals_line(self) -> str:
         rest = [f"{name.replace('_', ' ')} {getattr(self, name)}" for name in TOTAL_FIELDS[3:] if getattr(self, name)]
@@ -827,7 +864,7 @@ class MirrorReport:
             lambda s: (s.lost_by_replicator if allow_source_loss else s.lost + s.unseen) > 0, describe)
         lines += self._examples("lost") + self._examples("unseen")
         said = self.replicator.get("health") or self.replicator.get("status")
-        if said:
+        if said and not self.stall:  # else the stall's line in the head quotes it
             lines.append(f"  the replicator ({self.replicator.get('spec', '?')}) says: {said}")
         if not self.reconciled:
             lines.append("  Hint: capture the source too (capture_source=True) to tell replicator loss from source loss.")
@@ -1000,7 +1037,7 @@ class MirrorReport:
         lat = self.latency
         untimed = f" ({lat.untimed} more without a produce time)" if lat.untimed else ""
         figures = (
-            f"  over {lat.count} records{untimed}: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
+            f"  over {lat.count} records{untimed}{self._partial_note()}: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
             f"p90 {_ms(lat.p90_ms)}, p99 {_ms(lat.p99_ms)}, p99.9 {_ms(lat.p999_ms)}, max {_ms(lat.max_ms)}"
         )
         return "\n".join([*failures, figures])

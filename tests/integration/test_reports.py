@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_kafka_mirror.config import OPTIONS_BY_NAME
+from pytest_kafka_mirror.report.plots import PLOT_KINDS
 from pytest_kafka_mirror.report.storage import FileStorage, get_machine_id, load_run
 from tests.conftest import processes_tagged
 from tests.golden import assert_golden
@@ -93,9 +94,9 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
     assert out.count("kafka-mirror: 2 verified runs") == 1
     result.stdout.fnmatch_lines([
         "*kafka-mirror: 2 verified runs*",
-        "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * rate * discovery",
+        "    test * records  missing  dup  reordered  p50 * p99 * p99.9 * offered * copy * discovery",
         "    test_steady.py::test_live * 600 * 0 * 0 * 0 *",  # sorted by node id, whoever finished first
-        "    test_steady.py::test_recorded * 200 * 0 * 3 * 0 * 10 ms * 20 ms * 30 ms * 500.0 msg/s *",
+        "    test_steady.py::test_recorded * 200 * 0 * 3 * 0 * 10 ms * 20 ms * 30 ms * 500 * n/a *",
         "reports: *",
         "saved: *0001_*.json",
         f"metrics: http://127.0.0.1:{port}/metrics",
@@ -122,7 +123,7 @@ def test_xdist_results_reach_the_controller_once(pytester: pytest.Pytester, tagg
 
     # The HTML page links every plot; JUnit XML carries the figures as properties.
     index = (pytester.path / ".kafka-mirror" / "reports" / "index.html").read_text()
-    assert index.count("<img src=") == 6
+    assert index.count("<img src=") == 2 * len(PLOT_KINDS)  # two runs, no stepped profile
     cases = ET.parse(pytester.path / "junit.xml").getroot().iter("testcase")
     props = {c.get("name"): {p.get("name"): p.get("value") for p in c.iter("property")} for c in cases}
     assert (props["test_live"]["kafka_mirror.expected"], props["test_live"]["kafka_mirror.missing"]) == ("600", "0")
@@ -324,7 +325,7 @@ def test_a_failover_check_is_stored_and_gated_like_a_verification(pytester: pyte
     check = stored[f"{FAILOVER_NODE}#failover"]
     assert (check["kind"], check["outcome"], check["figures"]["failover_skipped"]) == ("failover", "passed", 0)
     assert {e["via"] for e in check["report"]["entries"]} == {"checkpoint", "synced"}
-    assert re.match(r"km\w*-gw\d-", check["report"]["entries"][0]["topic"])  # checked on a worker
+    assert re.match(r"km(-d[0-9a-f]{6})?-gw\d-", check["report"]["entries"][0]["topic"])  # checked on a worker
 
     # The stored check is a baseline: the same figures gate the next session (a typo fails at once).
     typo = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"{COMPARE}=base",

@@ -240,7 +240,7 @@ def _process(tmp_path: Path, consumer: _FakeConsumer, monkeypatch: pytest.Monkey
     monkeypatch.setattr(process, "admin_client", lambda bootstrap, config=None: consumer)  # answers list_topics too
     args = argparse.Namespace(bootstrap="127.0.0.1:9", run_dir=str(tmp_path), topics=json.dumps({"t": "t"}),
                               drain_timeout=30.0, settle=0.0, max_runtime=60.0, manifest_dir="", producers=0,
-                              group=0, groups=1)
+                              group=0, groups=1, end_offsets="skip", end_offsets_why="a fake consumer")
     proc = _CaptureProcess(args)
 
     def stop() -> None:

@@ -341,8 +341,8 @@ def test_a_bound_a_scenario_measured_is_not_gateable() -> None:
 
 
 def test_a_run_keeps_the_figures_its_scenario_measured(tmp_path) -> None:
-    from pytest_kafka_mirror.rundir import load_scenario_figures
     from pytest_kafka_mirror.run import MirrorRun
+    from pytest_kafka_mirror.rundir import load_scenario_figures
 
     run = MirrorRun(tmp_path, "127.0.0.1:1", "127.0.0.1:2", {"t": "source.t"}, partitions={"t": 1})
     run.record_figure("config_sync_s", 2.34567, "retention.ms on source.t")
@@ -364,3 +364,55 @@ def test_a_figure_recorded_after_the_verification_is_refused(tmp_path) -> None:
     run.report = sample_report()  # what verify() sets
     with pytest.raises(RuntimeError, match=r"record_figure\('group_sync_s'\) after the run was verified"):
         run.record_figure("group_sync_s", 1.0)
+
+
+# -- capacity: rates that regress downwards, lower bounds never failed -------------------------
+
+CAP = "scenarios/test_capacity.py::test_capacity_drain"
+
+
+def _capacity_runs(now: float | None, *, lower_bound: bool = False) -> tuple[dict, dict]:
+    baseline = sample_run(sample_result(CAP, sample_report(copy_rate=10_000.0)))
+    current = sample_run(sample_result(CAP, sample_report(copy_rate=now, copy_lower_bound=lower_bound)))
+    return baseline, current
+
+
+def test_capacity_figures_of_a_report() -> None:
+    f = figures(sample_report(copy_rate=17_600.0))
+    assert (f["copy_rate"], f["copy_rate_mb"], f["offered_rate"]) == (17_600.0, 17_600.0 * 200 / 1e6, 500.0)
+    assert f["backlog_max"] == 500 and f["caught_up_s"] == 0.05 and f["max_sustainable_rate"] is None
+    assert not FIGURES["copy_rate"].higher_is_worse and not FIGURES["max_sustainable_rate"].higher_is_worse
+    assert FIGURES["backlog_max"].higher_is_worse and FIGURES["caught_up_s"].higher_is_worse
+    with pytest.raises(ValueError, match="'offered_rate' is a size of the run"):
+        parse_compare_fail("offered_rate:10%")
+    assert format_figure("copy_rate", 17_600.4) == "17,600 records/s"
+
+
+def test_a_copy_rate_drop_beyond_the_tolerance_fails_naming_the_figure_and_the_scenario() -> None:
+    from pytest_kafka_mirror.cli.gate import DEFAULT_CHECKS
+
+    checks = [parse_compare_fail(c) for c in DEFAULT_CHECKS]
+    assert {"copy_rate:20%", "max_sustainable_rate:20%"} <= set(DEFAULT_CHECKS)
+    comparison = compare_runs(*_capacity_runs(6_000.0), checks)
+    assert comparison.regressions == [
+        f"{CAP}: copy_rate 6,000 records/s vs 10,000 records/s in the baseline (-4,000 records/s, -40.0%), more than "
+        "copy_rate:20% allows (at most -20%)"]
+    assert not compare_runs(*_capacity_runs(8_500.0), checks).failed  # -15 %: within the tolerance
+    assert not compare_runs(*_capacity_runs(12_000.0), checks).failed  # faster: better
+
+
+def test_a_lower_bound_never_fails_the_gate_and_the_comparison_says_so() -> None:
+    checks = [parse_compare_fail("copy_rate:20%")]
+    comparison = compare_runs(*_capacity_runs(6_000.0, lower_bound=True), checks)
+    assert not comparison.failed
+    row = next(r for r in comparison.rows if r["figure"] == "copy_rate")
+    assert row["now"] == ">=6,000 records/s" and row["check"] == "copy_rate:20% not failed: a lower bound"
+    assert comparison.notes == [f"{CAP}: copy_rate 6,000 records/s is only a lower bound (a producer was behind its "
+                                "offered rate), so copy_rate:20% does not fail it"]
+    assert "not gated (lower bounds):" in comparison.render()
+    # a copy rate the candidate did not measure (it kept up: no backlog) is no regression either
+    absent = compare_runs(*_capacity_runs(None), checks)
+    assert not absent.failed and absent.notes == [
+        f"{CAP}: copy_rate was not measured in this run (no backlog), so copy_rate:20% does not fail it"]
+    # shown without checks where either run has it
+    assert [r["figure"] for r in compare_runs(*_capacity_runs(6_000.0)).rows][-1] == "copy_rate"

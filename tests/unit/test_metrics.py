@@ -68,7 +68,8 @@ def _two_workers(tmp_path: Path) -> Path:
     gw1 = MetricsSpool(spool, "gw1")
     gw1.producer_counts("p2", {"orders": {"sent": 4, "acked": 4, "failed": 0, "rate": 2.0},
                                "refunds": {"sent": 7, "acked": 7, "failed": 0, "rate": 0.0}})
-    gw1.verified(NODE, {"missing": 3, "duplicated": 1, "latency_p99": 12.5, "rate": 480.0})
+    gw1.verified(NODE, {"missing": 3, "duplicated": 1, "latency_p99": 12.5, "rate": 480.0, "copy_rate": 3900.0,
+                        "backlog_max": 20_000, "max_sustainable_rate": None}, ["copy_rate"])
     return spool
 
 
@@ -102,6 +103,12 @@ def test_exporter_serves_the_collected_metrics_over_http(tmp_path: Path) -> None
     assert value(samples, "kafka_mirror_report_missing", test=NODE) == 3
     assert value(samples, "kafka_mirror_report_duplicated", test=NODE) == 1
     assert value(samples, "kafka_mirror_report_rate", test=NODE) == 480.0
+    assert value(samples, "kafka_mirror_report_copy_rate", test=NODE) == 3900.0
+    assert value(samples, "kafka_mirror_report_backlog_max", test=NODE) == 20_000
+    assert value(samples, "kafka_mirror_report_lower_bound", test=NODE, figure="copy_rate") == 1.0
+    assert value(samples, "kafka_mirror_report_max_sustainable_rate", test=NODE) is None  # not measured: absent
+    assert [dict(labels) for name, labels in samples if name == "kafka_mirror_report_lower_bound"] == [
+        {"test": NODE, "figure": "copy_rate"}]
     assert value(samples, "kafka_mirror_report_latency_seconds", test=NODE, figure="p99") == pytest.approx(0.0125)
     with pytest.raises(OSError):  # stopped: nothing listens any more
         urllib.request.urlopen(service.url, timeout=2)

@@ -92,7 +92,7 @@ def test_an_empty_report_says_so() -> None:
 def test_write_plots_and_index_link_them(tmp_path: Path) -> None:
     report = _report()
     plots = write_plots(report, tmp_path, "tests.t.py.test_x", "tests/t.py::test_x")
-    assert sorted(plots) == ["histogram", "latency", "rate"]
+    assert sorted(plots) == ["capacity", "histogram", "latency", "rate"]  # no steps: no step plots
     for path in plots.values():
         _parse(Path(path).read_text())
     result = {"key": "tests/t.py::test_x", "outcome": "failed", "report_path": str(tmp_path / "tests.t.py.test_x.json"),
@@ -100,7 +100,7 @@ def test_write_plots_and_index_link_them(tmp_path: Path) -> None:
     index = write_index(tmp_path, [summary_row("tests/t.py::test_x", {"expected": 1700, "missing": 500})],
                         SUMMARY_COLUMNS, [result], comparison="baseline: 0001 <x>")
     page = index.read_text()
-    for kind in ("latency", "histogram", "rate"):
+    for kind in ("latency", "histogram", "rate", "capacity"):
         assert f"<img src='tests.t.py.test_x.{kind}.svg'" in page
     assert "<a href='tests.t.py.test_x.json'>report JSON</a>" in page
     assert "<tr class='failed'><td><a href='#r0'>tests/t.py::test_x</a></td><td>1700</td><td>500</td>" in page
@@ -129,3 +129,24 @@ def test_nice_ticks_cover_the_range_in_round_steps(lo: float, span: float, targe
     steps = {round(b - a, 6) for a, b in pairwise(ticks)}
     assert len(steps) <= 1 or max(steps) - min(steps) < 1e-6 * max(abs(lo), span)
     assert len(ticks) <= 2 * target + 3
+
+
+def test_capacity_plots_show_the_copy_rate_the_backlog_and_the_steps(tmp_path: Path) -> None:
+    from tests.unit.test_capacity import figures, manifest, stepped_run
+
+    flow, timeline = stepped_run(3000)
+    cap = figures(flow, [manifest(rate=[[0, 1000.0], [5, 2000.0], [10, 4000.0]], seconds=15.0)], timeline=timeline)
+    assert cap["all"]["copy_rate"] == 3000.0
+    produced = {r["t"]: r["n"] for r in flow if r["kind"] == "produced"}
+    arrived = {r["t"]: r["n"] for r in flow if r["kind"] == "arrived"}
+    report = MirrorReport(run_dir="/r", capacity=cap, timeline=[
+        {**e, "sent": produced.get(e["t"], 0), "received": produced.get(e["t"], 0), "arrived": arrived.get(e["t"], 0)}
+        for e in timeline])
+    plots = write_plots(report, tmp_path, "t", "t.py::test_knee")
+    assert sorted(plots) == ["capacity", "histogram", "latency", "rate", "steps", "steps_latency"]
+    texts = _texts(_parse(Path(plots["capacity"]).read_text()))
+    assert "copy rate 3,000/s" in texts and "backlog (records)" in texts and "offered (sent/s)" in texts
+    assert "max sustainable 2,000/s" in _texts(_parse(Path(plots["steps"]).read_text()))
+    assert "p99 SLO 1000 ms" in _texts(_parse(Path(plots["steps_latency"]).read_text()))
+    # four lines: offered, arrived, backlog and the copy rate across its window
+    assert len(list(_parse(Path(plots["capacity"]).read_text()).iter(f"{SVG}polyline"))) == 4

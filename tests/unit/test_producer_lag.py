@@ -194,3 +194,13 @@ def test_lag_watch_rule() -> None:
     assert w.longest_above == pytest.approx(1.5)  # 0.0 to 1.5; the current stretch is still open
     w.close(4.0)
     assert w.max_lag == 0.9 and w.longest_above == pytest.approx(2.4)
+
+
+def test_the_seconds_a_producer_was_behind_are_kept_with_their_largest_lag() -> None:
+    """``stats["behind_s"]``: per second of the schedule, the largest lag above the limit
+    (the capacity figures tell the producer's pace from the replicator's with it)."""
+    watch = _LagWatch()
+    for elapsed, lag in ((0.5, 0.1), (1.2, 0.3), (1.5, 0.6), (1.9, 0.4), (2.5, 0.2), (3.1, 0.8)):
+        watch.add(elapsed, lag, 0)
+    assert watch.behind == {1: 0.6, 3: 0.8}  # 0.1 and 0.2 are under LAG_LIMIT_S: on schedule
+    assert LAG_LIMIT_S < 0.3

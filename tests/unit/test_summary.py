@@ -48,7 +48,7 @@ def test_golden_summary_of_verified_runs_and_failover_checks(tmp_path: Path) -> 
     _deliver(reporting, sample_failover_result(LOW, sample_failover_report(partitions=1)))
     _deliver(reporting, sample_failover_result(FO, sample_failover_report(rereads=10), index=1))
     _deliver(reporting,
-             sample_result(FO, sample_report(duplicated=2)),
+             sample_result(FO, sample_report(duplicated=2, copy_rate=17_600.0, copy_lower_bound=True)),
              sample_failover_result(FO, sample_failover_report(rereads=297, skipped=3, untranslatable=1,
                                                                delay_s=2.25, heartbeat_lag_ms=None)))
     # a replicator that wrote no checkpoints, in a session that leaves out the synced offsets
@@ -189,3 +189,54 @@ def test_the_summary_lists_the_figures_a_scenario_measured_itself(tmp_path: Path
     assert fo_row.strip().startswith(FO) and fo_row.endswith("upgrade_resume_s 4.25 s, upgrade_duplicates_bound 1500")
     assert low_row.strip().startswith(LOW) and low_row.endswith("n/a")  # measured nothing: an empty cell
     assert "measured: figures the scenario measured itself" in tr.lines[2]
+
+
+STOPPED = "scenarios/test_replicator_pause.py::test_sigstop"
+
+
+def test_a_run_with_missing_records_has_its_latency_marked_partial(tmp_path: Path) -> None:
+    """The latency cells of a run with missing records carry the mark, the legend says what
+    it means; a complete run's cells and a session of complete runs' legend do not."""
+    from pytest_kafka_mirror.report.compare import PARTIAL_LEGEND
+
+    reporting = _reporting(tmp_path)
+    _deliver(reporting, sample_result(FO, sample_report()),
+             sample_result(STOPPED, sample_report(expected=8000, unseen=6152, p50=44.0, p99=313.0)))
+    tr = _Terminal()
+    reporting.pytest_terminal_summary(tr)
+    assert_golden("summary_partial.txt", "\n".join(tr.lines) + "\n")
+    header, complete, stopped = tr.lines[1].splitlines()
+    cells = {name: header.index(f" {name} ") + 1 for name in ("missing", "p50", "p99", "p99.9", "offered")}
+
+    def cell(row: str, name: str) -> str:  # the text under the column's heading
+        return row[cells[name]:].split("  ")[0]
+
+    assert cell(stopped, "missing") == "6152"
+    assert [cell(stopped, name) for name in ("p50", "p99", "p99.9")] == ["44 ms*", "313 ms*", "469.5 ms*"]
+    assert [cell(complete, name) for name in ("p50", "p99", "p99.9")] == ["10 ms", "20 ms", "30 ms"]
+    assert tr.lines[2].endswith(f"; {PARTIAL_LEGEND}")
+
+    reporting = _reporting(tmp_path)
+    _deliver(reporting, sample_result(FO, sample_report()))
+    tr = _Terminal()
+    reporting.pytest_terminal_summary(tr)
+    assert "*" not in tr.lines[1] and "partial" not in tr.lines[2]
+
+
+def test_the_report_says_its_latency_is_partial_when_records_are_missing() -> None:
+    import pytest
+
+    from pytest_kafka_mirror.verify import MirrorMismatchError
+
+    stopped = sample_report(expected=8000, unseen=6152, p50=44.0, p99=313.0)
+    assert stopped.summary().endswith("latency p50 44 ms, p99 313 ms (partial: over 1,848 of 8,000 acknowledged "
+                                      "records)")
+    with pytest.raises(MirrorMismatchError) as e:
+        stopped.assert_latency(p99_ms=300)
+    assert str(e.value).splitlines()[-1].startswith(
+        "  over 1848 records, partial: 6,152 of the 8,000 acknowledged never arrived and have no latency: min 1 ms")
+    complete = sample_report(p99=313.0)
+    assert complete.summary().endswith("latency p50 10 ms, p99 313 ms")
+    with pytest.raises(MirrorMismatchError) as e:
+        complete.assert_latency(p99_ms=300)
+    assert "partial" not in str(e.value)
