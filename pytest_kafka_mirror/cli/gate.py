@@ -9,11 +9,16 @@ replicator upgrade, in one command.
    1 otherwise; the pytest sessions print their summaries and the comparison themselves.
 
 ``OLD`` and ``NEW`` are replicator specs (``mm2:3.9.1``, ``mm2:4.3.1``, a ``command:``
-template, ...).  A baseline whose tests fail is still a baseline (it says what the old
+template, ...), also your own releases with your mm2.properties
+(``mm2:/opt/kafka-3.9.1,properties=mm2.properties``); each session stores its run as
+``gate-LABEL-STAMP`` (:func:`spec_label`).  A baseline whose tests fail is still a baseline (it says what the old
 release did: the comparison needs its figures), but a baseline session that did not run
 (a usage error, no tests, an interruption) stops the gate.  Without ``--compare-fail`` the
 checks are :data:`DEFAULT_CHECKS`: the figures that must not get worse whatever the
-timing of a run (loss, failover loss, translations past the end of the log, rewinds);
+timing of a run (loss, failover loss, translations past the end of the log, rewinds), and
+what the replicator can carry: its copy rate and its highest sustainable rate may not drop
+by more than 20 % (a capacity the report gives only as a lower bound, or not at all, is
+never failed, and the comparison says so);
 a candidate whose failover checks checked less than the baseline's (groups, translations,
 heartbeats) fails whatever the checks (``report/compare.py``'s ``CHECKED``);
 latency, rates and re-reads move between two runs of the same release on a busy machine,
@@ -35,10 +40,11 @@ from typing import Any
 
 from ..config import OPTIONS_BY_NAME
 
-__all__ = ["DEFAULT_CHECKS", "add_gate_command", "gate_sessions"]
+__all__ = ["DEFAULT_CHECKS", "add_gate_command", "gate_labels", "gate_sessions", "spec_label"]
 
 #: what must not get worse from OLD to NEW when no --compare-fail is given
-DEFAULT_CHECKS = ("missing:0", "failover_skipped:0", "failover_beyond_end_max:0", "failover_rewinds:0")
+DEFAULT_CHECKS = ("missing:0", "failover_skipped:0", "failover_beyond_end_max:0", "failover_rewinds:0",
+                  "copy_rate:20%", "max_sustainable_rate:20%")
 #: pytest's exit codes that mean the session ran its tests (passed / some failed)
 RAN = (0, 1)
 #: exit status of bad input (commands.EXIT_BAD_INPUT; not imported: commands imports this module)
@@ -49,14 +55,52 @@ def _slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", spec).strip("-")[:40]
 
 
+def spec_label(spec: str) -> str:
+    """A readable, file-name-safe name of a replicator spec for its stored run: the spec
+    itself (``mm2-4.3.1``, ``reference-drop-0.1-seed-3``), but a release from a directory
+    by its version (``mm2:/opt/kafka-3.9.1`` -> ``mm2-3.9.1``: a path says little and a long
+    one would be cut) and your mm2.properties by its file name
+    (``mm2:/opt/kafka-3.9.1,properties=/etc/mm2/prod.properties`` -> ``mm2-3.9.1-prod.properties``).
+    The stored run keeps the whole spec (its settings' ``replicator``)."""
+    from ..replicators import parse_replicator_spec
+
+    try:
+        parsed = parse_replicator_spec(spec)
+    except ValueError:
+        return _slug(spec)
+    release = parsed.release_arg
+    if parsed.kind in ("mm2", "mm1") and release and not release[:1].isdigit() and not release.startswith("container:"):
+        from ..clusters.kafka_dist import release_at
+
+        try:
+            release = release_at(release, need=parsed.kind).version_text
+        except ValueError:
+            release = Path(release).name
+    label = _slug(f"{parsed.kind}:{release}" if release else parsed.kind)
+    if parsed.properties_file is not None:
+        label += "-" + _slug(Path(parsed.properties_file).name)
+    return label
+
+
+def gate_labels(old: str, new: str) -> tuple[str, str]:
+    """The stored runs' names of OLD and NEW (:func:`spec_label`), never the same: two specs
+    that read alike (two directories of one version, two files of one name) get ``-old`` /
+    ``-new``."""
+    a, b = spec_label(old), spec_label(new)
+    return (a, b) if a != b else (f"{a}-old", f"{b}-new")
+
+
 def gate_sessions(old: str, new: str, pytest_args: Sequence[str], *, checks: Sequence[str], storage: Path,
                   stamp: str) -> tuple[list[str], Callable[[Path], list[str]]]:
-    """The baseline session's command line, and the candidate's for a stored baseline."""
+    """The baseline session's command line, and the candidate's for a stored baseline.
+    The specs go to pytest as they were given (a relative path means the same there: the
+    sessions run in this directory)."""
     base = [sys.executable, "-m", "pytest", *pytest_args, f"--kafka-mirror-storage={storage}"]
-    baseline = [*base, f"--kafka-mirror-replicator={old}", f"--kafka-mirror-save=gate-{_slug(old)}-{stamp}"]
+    old_label, new_label = gate_labels(old, new)
+    baseline = [*base, f"--kafka-mirror-replicator={old}", f"--kafka-mirror-save=gate-{old_label}-{stamp}"]
 
     def candidate(stored: Path) -> list[str]:
-        return [*base, f"--kafka-mirror-replicator={new}", f"--kafka-mirror-save=gate-{_slug(new)}-{stamp}",
+        return [*base, f"--kafka-mirror-replicator={new}", f"--kafka-mirror-save=gate-{new_label}-{stamp}",
                 f"--kafka-mirror-compare={stored}", *(f"--kafka-mirror-compare-fail={c}" for c in checks)]
 
     return baseline, candidate
@@ -78,11 +122,11 @@ def _check_args(args: argparse.Namespace) -> str | None:
     from ..replicators import parse_replicator_spec
     from ..report.compare import parse_compare_fail
 
-    for spec in (args.old, args.new):
+    for role, spec in (("OLD", args.old), ("NEW", args.new)):
         try:
             parse_replicator_spec(spec)
         except ValueError as exc:
-            return str(exc)
+            return f"{role} {exc}"
     for check in args.compare_fail:
         try:
             parse_compare_fail(check)
@@ -106,7 +150,7 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     _say(f"1/2: the baseline, {args.old}: {' '.join(baseline_argv[1:])}")
     rc_old = subprocess.run(baseline_argv, check=False).returncode
-    stored = _stored(storage, f"gate-{_slug(args.old)}-{stamp}")
+    stored = _stored(storage, f"gate-{gate_labels(args.old, args.new)[0]}-{stamp}")
     if rc_old not in RAN or stored is None:
         _say(f"the baseline session on {args.old} exited {rc_old} and stored "
              f"{'nothing' if stored is None else stored}: nothing to compare with, the gate stops")
@@ -133,7 +177,7 @@ def add_gate_command(sub: Any) -> None:
     g.add_argument("new", metavar="NEW", help="the candidate, e.g. mm2:4.3.1")
     g.add_argument("--compare-fail", action="append", default=[], metavar="EXPR",
                    help="fail when a figure of NEW regressed against OLD: FIGURE:N%% (relative) or FIGURE:N "
-                        f"(absolute); repeatable. Default: {' '.join(DEFAULT_CHECKS)}")
+                        f"(absolute); repeatable. Default: {' '.join(DEFAULT_CHECKS).replace('%', '%%')}")
     g.add_argument("--storage", default=os.environ.get(OPTIONS_BY_NAME["storage"].env) or ".kafka-mirror",
                    help="where both sessions are stored (relative to the current directory). Default: %(default)r")
     g.epilog = "PYTEST ARGS, after --: the pytest arguments of both sessions (scenarios, -m, -n, cluster options)"

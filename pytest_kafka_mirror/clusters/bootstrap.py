@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import Capabilities, ClusterError, KafkaAdminMixin
+from .base import Capabilities, ClusterAuthError, ClusterError, KafkaAdminMixin
 
 __all__ = ["BootstrapCluster"]
 
@@ -29,6 +29,8 @@ class BootstrapCluster(KafkaAdminMixin):
     def start(self) -> None:
         try:
             self.ping(timeout=self.connect_timeout)
+        except ClusterAuthError:
+            raise  # it answered: its message names the client properties to check, not the address
         except ClusterError as exc:
             raise ClusterError(
                 f"{exc}. Hint: check the address given to {self.given_by} and that the cluster is up."
@@ -38,7 +40,8 @@ class BootstrapCluster(KafkaAdminMixin):
         self._admin = None
 
     def capabilities(self) -> Capabilities:
-        return Capabilities(lifecycle=False)
+        return Capabilities(lifecycle=False, reasons={
+            "lifecycle": f"it is yours ({self.given_by}): the plugin does not stop, restart or pause a bootstrap: cluster"})
 
     def describe(self) -> str:
         return f"{self.name}: existing cluster at {self._servers}"

@@ -127,10 +127,19 @@ def _name(obj: Any) -> str:
     return type(obj).__name__
 
 
-def _verb(obj: Any, verb: str) -> Callable[[], Any]:
+def _verb(obj: Any, verb: str, says: str | None = None) -> Callable[[], Any]:
+    """``obj``'s lifecycle verb.  A replicator that says it cannot (``Replicator.missing``:
+    an external one without the command for it) skips the calling test with its reason,
+    now, before anything is produced: a fault scenario never runs without its fault."""
     fn = getattr(obj, verb, None)
     if not callable(fn):
         raise FaultError(f"{_name(obj)} cannot {verb}: it has no lifecycle control ({type(obj).__name__})")
+    missing = getattr(obj, "missing", None) if callable(getattr(obj, "target_topic", None)) else None
+    why = missing(says or verb) if missing is not None else None
+    if why:
+        import pytest
+
+        pytest.skip(why)
     return fn  # type: ignore[no-any-return]
 
 
@@ -154,8 +163,8 @@ def start(target: Any) -> Fault:
 
 def restart(target: Any) -> Fault:
     """Stop and start again (a rolling restart of one node)."""
-    fn = getattr(target, "restart", None)
-    if not callable(fn):
+    fn = _verb(target, "restart") if callable(getattr(target, "restart", None)) else None
+    if fn is None:
         stop, begin = _verb(target, "stop"), _verb(target, "start")
 
         def fn() -> None:
@@ -493,7 +502,9 @@ class MirrorFaults:
         return self.env.target
 
     def link(self, role: str) -> Link:
-        """The link between the replicator and the ``source`` or ``target`` cluster."""
+        """The link between the replicator and the ``source`` or ``target`` cluster (a test
+        whose environment cannot have one skips, saying why: ``MirrorEnv.limits``)."""
+        self.env.require("links")
         try:
             return self.env.links[role]  # type: ignore[no-any-return]
         except KeyError:

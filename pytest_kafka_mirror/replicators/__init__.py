@@ -6,6 +6,8 @@
                                 from Maven Central into its cache (``clusters/kafka_dist.py``)
 ``mm2[:KAFKA_HOME]``            MirrorMaker 2 from an unpacked distribution (``mm2.py``)
 ``mm2:container:IMAGE``         MirrorMaker 2 in a container
+``mm2:...,properties=FILE``     any of the three with your own mm2.properties as the base
+                                of the rendered one (``mm2_user.py``)
 ``mm1:VERSION`` / ``mm1:PATH``  the legacy MirrorMaker of Kafka <= 3.9 (``mm1.py``)
 ``command:TEMPLATE``            any replicator started by a command (``command.py``)
 ``external:POLICY``             already running (``external.py``)
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING
 from ._checkpoints import MM2_DEFAULTS, CheckpointSettings
 from .base import NamingPolicy, Replicator, ReplicatorError, parse_naming
 from .commits import DuplicatesBound, duplicates_bound
+from .mm2_user import PROPERTIES_SUFFIX, split_properties_suffix
 from .reference.behaviour import PRESETS, Behaviour, split_behaviour
 from .reference.knobs import FaultLedger, Knobs, parse_knobs
 
@@ -53,6 +56,7 @@ __all__ = [
 
 ACCEPTED = (
     "reference | mm2:VERSION (e.g. mm2:4.3.1, resolved from Maven Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | "
+    "mm2:VERSION|KAFKA_HOME|container:IMAGE,properties=FILE (your mm2.properties as the base) | "
     "mm1:VERSION (the legacy MirrorMaker, Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
     "e.g. reference:drop=0.01,seed=7; behaviour like a real replicator: like=mm2, discovery_delay=S, "
@@ -76,12 +80,27 @@ class ReplicatorSpec:
         """How a ``reference:`` spec discovers, rebalances and restarts (``like=mm2``, ...)."""
         return split_behaviour(self.arg)[0] if self.kind == "reference" else Behaviour()
 
+    @property
+    def release_arg(self) -> str:
+        """An ``mm2:`` spec's release (``4.3.1``, a KAFKA_HOME, ``container:IMAGE``) without
+        its ``,properties=FILE``; the whole argument of other specs."""
+        return split_properties_suffix(self.arg)[0] if self.kind == "mm2" else self.arg
+
+    @property
+    def properties_file(self) -> str | None:
+        """Your mm2.properties of an ``mm2:...,properties=FILE`` spec (an absolute path), else None."""
+        return split_properties_suffix(self.arg)[1] if self.kind == "mm2" else None
+
     def __str__(self) -> str:
         return f"{self.kind}:{self.arg}" if self.arg else self.kind
 
 
 class _KnobsError(ValueError):
     """A bad fault knob: its message already says what is accepted (see Knobs)."""
+
+
+class _FileError(ValueError):
+    """Your mm2.properties cannot be read or mapped: its message names the file and why."""
 
 
 def parse_replicator_spec(text: str) -> ReplicatorSpec:
@@ -97,17 +116,16 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
                     raise _KnobsError(f"replicator spec {text!r}: {exc}") from None
             return ReplicatorSpec("reference", arg)
         if kind == "mm2":
-            if not arg:
-                return ReplicatorSpec("mm2")  # the path comes from --kafka-mirror-kafka-home
-            if arg.startswith("container:"):
-                from .mm2 import mm2_container_script
-
-                mm2_container_script(arg[len("container:"):].strip())
-                return ReplicatorSpec("mm2", "container:" + arg[len("container:"):].strip())
-            return ReplicatorSpec("mm2", _release_arg(arg, "mm2"))
+            return _mm2_spec(arg)
+        if kind.startswith("mm2" + PROPERTIES_SUFFIX):
+            raise ValueError(f"give the release before {PROPERTIES_SUFFIX}: mm2:VERSION{PROPERTIES_SUFFIX}FILE or "
+                             f"mm2:KAFKA_HOME{PROPERTIES_SUFFIX}FILE")
         if kind == "mm1":
             if not arg:
                 raise ValueError("mm1 needs a release: mm1:VERSION (e.g. mm1:3.9.1) or mm1:KAFKA_HOME")
+            if PROPERTIES_SUFFIX in arg:
+                raise ValueError(f"{PROPERTIES_SUFFIX}FILE is for mm2: specs (your mm2.properties); the legacy "
+                                 "MirrorMaker's settings go to --kafka-mirror-replicator-properties")
             return ReplicatorSpec("mm1", _release_arg(arg, "mm1"))
         if kind == "command":
             from .command import check_template
@@ -118,9 +136,41 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
             return ReplicatorSpec("external", str(parse_naming(arg)))
     except _KnobsError:
         raise
+    except _FileError as exc:
+        raise _FileError(f"{text!r}: {exc}") from None
     except ValueError as exc:
         raise ValueError(f"{text!r}: {exc}; accepted: {ACCEPTED}") from None
     raise ValueError(f"unknown replicator spec {text!r}; accepted: {ACCEPTED}")
+
+
+def _mm2_spec(arg: str) -> ReplicatorSpec:
+    """``mm2[:VERSION|:KAFKA_HOME|:container:IMAGE][,properties=FILE]``, normalised: a
+    resolved KAFKA_HOME, the absolute path of FILE, which is read now (a file that cannot
+    be read or mapped onto the session's flow fails before anything starts)."""
+    if not arg:
+        return ReplicatorSpec("mm2")  # the path comes from --kafka-mirror-kafka-home
+    release, path = split_properties_suffix(arg)
+    if path is not None and not release.strip():
+        raise ValueError(f"give the release before {PROPERTIES_SUFFIX}: mm2:VERSION{PROPERTIES_SUFFIX}FILE or "
+                         f"mm2:KAFKA_HOME{PROPERTIES_SUFFIX}FILE")
+    if release.startswith("container:"):
+        from .mm2 import mm2_container_script
+
+        mm2_container_script(release[len("container:"):].strip())
+        release = "container:" + release[len("container:"):].strip()
+    else:
+        release = _release_arg(release, "mm2")
+    if path is None:
+        return ReplicatorSpec("mm2", release)
+    if not path.strip():
+        raise ValueError(f"{PROPERTIES_SUFFIX} needs a file: your mm2.properties")
+    from .mm2_user import read_user_properties
+
+    try:
+        user = read_user_properties(path.strip())
+    except ValueError as exc:
+        raise _FileError(str(exc)) from None
+    return ReplicatorSpec("mm2", f"{release}{PROPERTIES_SUFFIX}{user.path}")
 
 
 def _release_arg(arg: str, component: str) -> str:
@@ -143,7 +193,7 @@ def _release(spec: ReplicatorSpec, opts: ReplicatorOptions, component: str) -> K
     use), an unpacked distribution, or ``--kafka-mirror-kafka-home``."""
     from ..clusters.kafka_dist import KafkaInstallError, cache_dir, release, release_at
 
-    arg = spec.arg or opts.kafka_home
+    arg = spec.release_arg or opts.kafka_home
     if not arg:
         raise ReplicatorError(
             f"the spec '{spec.kind}' has no release and --kafka-mirror-kafka-home (env KAFKA_MIRROR_KAFKA_HOME) is "
@@ -163,6 +213,10 @@ class ReplicatorOptions:
     """What a backend needs besides the two clusters; the fixtures fill it from Settings."""
 
     topic_prefix: str = "km"
+    #: the session's topic prefix (--kafka-mirror-topic-prefix), which ``topic_prefix`` (a
+    #: worker's) starts with: what a replicator the plugin does not configure must take
+    #: (``external:``'s readiness hint); None: ``topic_prefix``
+    session_prefix: str | None = None
     naming: NamingPolicy | None = None  # None: the backend's (MM2: from its policy; others: identity)
     startup_timeout: float | None = None  # None: the backend's default (MM2: 180 s, others: 60 s)
     properties: tuple[tuple[str, str], ...] = ()
@@ -183,6 +237,10 @@ class ReplicatorOptions:
     #: the topic filter (a regex matched in full) instead of ``^PREFIX-.*``; a topology of
     #: several flows gives :func:`~.mm2.remote_aware_regex` (mm2, reference)
     topics: str | None = None
+    #: an ``external:`` replicator's lifecycle commands, ``(verb, shell command)`` (``external.VERBS``)
+    commands: tuple[tuple[str, str], ...] = ()
+    #: where an ``external:`` replicator's Connect states are read: a status topic on the target, or a REST URL
+    status: str | None = None
 
 
 def _startup(opts: ReplicatorOptions, default: float) -> float:
@@ -214,14 +272,22 @@ def _reference(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: 
 
 def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, opts: ReplicatorOptions) -> Replicator:
     from .mm2 import KAFKA_MESSAGE_MAX_BYTES, STARTUP_TIMEOUT, MirrorMaker2
+    from .mm2_user import read_user_properties
 
-    image = spec.arg[len("container:"):] if spec.arg.startswith("container:") else None
+    arg = spec.release_arg
+    image = arg[len("container:"):] if arg.startswith("container:") else None
+    base = None
+    if spec.properties_file is not None:
+        try:
+            base = read_user_properties(spec.properties_file)  # read again: it may have changed since the parse
+        except ValueError as exc:
+            raise ReplicatorError(f"the spec {spec}: {exc}") from None
     return MirrorMaker2(
         source, target, workdir, topic_prefix=opts.topic_prefix, image=image,
         release=None if image else _release(spec, opts, "mm2"),
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, STARTUP_TIMEOUT),
         max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
-        aliases=opts.aliases, topics=opts.topics, origins=dict(opts.origins),
+        aliases=opts.aliases, topics=opts.topics, origins=dict(opts.origins), base=base,
     )
 
 
@@ -254,7 +320,8 @@ def _external(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: s
             f"--kafka-mirror-naming {opts.naming} contradicts the spec external:{naming}; the spec names the policy"
         )
     return ExternalReplicator(
-        source, target, naming=naming, topic_prefix=opts.topic_prefix, startup_timeout=_startup(opts, 60.0)
+        source, target, naming=naming, topic_prefix=opts.topic_prefix, startup_timeout=_startup(opts, 60.0),
+        commands=opts.commands, status_source=opts.status, session_prefix=opts.session_prefix,
     )
 
 

@@ -58,6 +58,9 @@ class Replicator(Protocol):
 
     spec: str
     naming: NamingPolicy
+    #: records of a warm-up burst after its first start (default 0: none; process replicators
+    #: 10,000, see ``_probe.warm_up``); whoever starts one mid-stream sets it to 0
+    warm_up_records: int
 
     def start(self) -> None: ...
 
@@ -179,6 +182,11 @@ class Replicator(Protocol):
         its cause (``settings.py``); default None: the plugin does not configure it."""
         ...
 
+    def missing(self, verb: str) -> str | None:
+        """Why it cannot ``verb`` (stop, start, kill, pause, resume, restart), None when it
+        can; default None.  The fault verbs skip a test with it before anything runs."""
+        ...
+
     def status(self) -> str:
         """What it says about itself (MirrorMaker 2: its connectors and tasks), quoted when
         it does not copy in time; default ``""``: nothing to say."""
@@ -209,6 +217,8 @@ class ReplicatorBase:
     instance: str | None = None
     release: KafkaRelease | None = None
     startup_seconds: float | None = None
+    #: records of a warm-up burst after its first start (process replicators: ``_runner``); 0: none
+    warm_up_records: int = 0
 
     # read-only here, so that a backend may compute them (a property) or state them (a class attribute)
     @property
@@ -228,6 +238,9 @@ class ReplicatorBase:
         return None
 
     def effective_settings(self) -> EffectiveSettings | None:
+        return None
+
+    def missing(self, verb: str) -> str | None:
         return None
 
     @property

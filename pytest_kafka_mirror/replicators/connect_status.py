@@ -16,7 +16,8 @@ does it:
 * a null value (tombstone) deletes the entry; a connector's deletes its tasks too.
 
 The latest record of a key wins, as in Connect.  :func:`read_status_topic` reads the
-topic with ``assign()`` from offset 0 until no record arrived for ``quiet`` seconds
+topic with ``assign()`` from offset 0 up to the end offsets where the broker's high
+watermarks are right (real Kafka), else until no record arrived for ``quiet`` seconds
 (bounded by ``timeout``): the embedded broker's high watermarks are not a completeness
 test.  :func:`describe` makes one line of it, e.g. ``MirrorSourceConnector RUNNING,
 task 0 FAILED: org.apache.kafka...: boom; MirrorCheckpointConnector UNASSIGNED``.
@@ -33,11 +34,14 @@ from typing import Any
 __all__ = [
     "ConnectStatus",
     "describe",
+    "describe_source",
     "describe_status_topic",
     "failed",
     "latest_statuses",
     "parse_status_key",
     "parse_status_value",
+    "read_source",
+    "read_status_rest",
     "read_status_topic",
 ]
 
@@ -217,12 +221,16 @@ def failed(statuses: Iterable[ConnectStatus], since_ms: int = 0) -> list[Connect
 
 
 def read_status_topic(
-    config: dict[str, Any], topic: str, *, timeout: float = 5.0, quiet: float = 0.5, settle: float = 2.0
+    config: dict[str, Any], topic: str, *, timeout: float = 5.0, quiet: float = 0.5, settle: float = 2.0,
+    to_end_offsets: bool = False,
 ) -> list[tuple[bytes | None, bytes | None, int]] | None:
     """Every ``(key, value, timestamp ms)`` of ``topic``, in offset order per partition; None when the
-    topic does not exist.  Reads until nothing new came for ``quiet`` seconds (``settle``
-    before the first record: connecting takes a moment), at most ``timeout`` seconds.
-    KafkaException when the cluster does not answer."""
+    topic does not exist, at most ``timeout`` seconds.  With ``to_end_offsets`` (a broker
+    whose high watermarks are right: :attr:`~..clusters.base.Capabilities.accurate_watermarks`)
+    it reads every partition up to the end offset it had when the read began; otherwise until
+    nothing new came for ``quiet`` seconds (``settle`` before the first record: connecting
+    takes a moment), which a loaded machine can cut short.  KafkaException when the
+    cluster does not answer."""
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     from .._kafkalog import with_logger
@@ -233,32 +241,99 @@ def read_status_topic(
         "fetch.queue.backoff.ms": 1, "fetch.wait.max.ms": 10, "socket.connection.setup.timeout.ms": 5000,
     }))
     try:
+        t0 = time.monotonic()
         meta = consumer.list_topics(topic, timeout=timeout).topics.get(topic)
         if meta is None or (meta.error is not None and meta.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             return None
         if meta.error is not None:
             raise KafkaException(meta.error)
-        consumer.assign([TopicPartition(topic, p, 0) for p in sorted(meta.partitions)])
-        records: list[tuple[bytes | None, bytes | None, int]] = []
-        t0 = last = time.monotonic()
-        while True:
-            now = time.monotonic()
-            if now - t0 >= timeout or now - last >= (quiet if records else settle):
-                return records
-            for msg in consumer.consume(500, 0.01):
-                if msg.error() is None:
-                    records.append((msg.key(), msg.value(), msg.timestamp()[1]))
-                    last = time.monotonic()
+        partitions = sorted(meta.partitions)
+        ends: dict[int, int] | None = None
+        if to_end_offsets:
+            left = max(0.5, timeout - (time.monotonic() - t0))
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=left)[1] for p in partitions}
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+        return _consume_status(consumer, t0, timeout, ends, quiet, settle)
     finally:
         consumer.close()
 
 
-def describe_status_topic(config: dict[str, Any], topic: str, *, timeout: float = 5.0) -> str:
+def _consume_status(
+    consumer: Any, t0: float, timeout: float, ends: dict[int, int] | None, quiet: float, settle: float
+) -> list[tuple[bytes | None, bytes | None, int]]:
+    """The records an assigned ``consumer`` reads: up to ``ends`` (partition -> end offset)
+    when given, else until ``quiet`` seconds without one; never past ``timeout``."""
+    records: list[tuple[bytes | None, bytes | None, int]] = []
+    todo = {p: end for p, end in (ends or {}).items() if end > 0}
+    last = time.monotonic()
+    while True:
+        now = time.monotonic()
+        if now - t0 >= timeout:
+            return records
+        if ends is not None and not todo:
+            return records
+        if ends is None and now - last >= (quiet if records else settle):
+            return records
+        for msg in consumer.consume(500, 0.01):
+            if msg.error() is None:
+                records.append((msg.key(), msg.value(), msg.timestamp()[1]))
+                last = time.monotonic()
+                end = todo.get(msg.partition())
+                if end is not None and msg.offset() + 1 >= end:
+                    del todo[msg.partition()]
+
+
+def describe_status_topic(
+    config: dict[str, Any], topic: str, *, timeout: float = 5.0, to_end_offsets: bool = False
+) -> str:
     """:func:`describe` of ``topic``'s latest states; never raises (errors are the text)."""
     try:
-        records = read_status_topic(config, topic, timeout=timeout)
+        records = read_status_topic(config, topic, timeout=timeout, to_end_offsets=to_end_offsets)
     except Exception as exc:
         return f"cannot read {topic} from {config.get('bootstrap.servers')}: {exc}"
     if records is None:
         return f"no topic {topic} (the Connect worker never created it: it did not get that far)"
     return describe(latest_statuses(records), topic)
+
+
+def read_status_rest(url: str, *, timeout: float = 5.0) -> list[ConnectStatus]:
+    """The states of every connector and task of the Connect cluster at ``url`` (its REST
+    API: ``GET /connectors?expand=status``), in :func:`latest_statuses`' order.  OSError or
+    ValueError when it does not answer as Connect does."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url.rstrip('/')}/connectors?expand=status", timeout=timeout) as answer:
+        doc = json.loads(answer.read())
+    if not isinstance(doc, dict):
+        raise ValueError(f"{url}: not a Connect REST API (GET /connectors?expand=status gave {str(doc)[:80]!r})")
+    now_ms = int(time.time() * 1000)  # the REST API gives the states as they are now
+    records: list[tuple[str, str, int]] = []
+    for name, entry in doc.items():
+        status = (entry or {}).get("status") or {}
+        connector = status.get("connector") or {}
+        records.append((f"{CONNECTOR_PREFIX}{name}", json.dumps(connector), now_ms))
+        for task in status.get("tasks") or []:
+            records.append((f"{TASK_PREFIX}{name}-{task.get('id')}", json.dumps(task), now_ms))
+    return latest_statuses(records)
+
+
+def read_source(cluster: Any, source: str, *, timeout: float = 5.0) -> list[ConnectStatus]:
+    """The latest states from ``source``: a Connect REST URL (``http://``, ``https://``), or
+    a status topic on ``cluster`` (read to its end offsets where its watermarks are right).
+    Raises what the read raises; a missing topic is no states."""
+    if source.startswith(("http://", "https://")):
+        return read_status_rest(source, timeout=timeout)
+    try:
+        exact = cluster.capabilities().accurate_watermarks is True
+    except Exception:  # noqa: BLE001 - an unprobeable cluster: read until quiet
+        exact = False
+    records = read_status_topic(cluster.client_config(), source, timeout=timeout, to_end_offsets=exact)
+    return latest_statuses(records or [])
+
+
+def describe_source(cluster: Any, source: str, *, timeout: float = 5.0) -> str:
+    """:func:`describe` of :func:`read_source`; never raises (errors are the text)."""
+    try:
+        return describe(read_source(cluster, source, timeout=timeout), source)
+    except Exception as exc:  # noqa: BLE001 - said, not raised
+        return f"cannot read {source}: {type(exc).__name__}: {exc}"

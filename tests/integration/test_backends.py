@@ -246,7 +246,8 @@ def test_kafka_start_failures_quote_the_log(tmp_path: Path, monkeypatch: pytest.
 
     render = kafka_home.render_server_properties
     with monkeypatch.context() as m:
-        m.setattr(kafka_home, "render_server_properties", lambda **kw: render(**kw, extra={"num.partitions": "0"}))
+        m.setattr(kafka_home, "render_server_properties",
+                      lambda **kw: render(**{**kw, "extra": {**(kw.get("extra") or {}), "num.partitions": "0"}}))
         c = make_cluster("target", f"kafka:{KAFKA_VERSION}", tmp_path / "bad-config")
         with pytest.raises(ClusterError, match=r"(?s)formatting the log dir of node 1 failed.*kafka.tools.StorageTool "
                                                r"format.*Invalid value 0 for configuration num.partitions"):
@@ -429,7 +430,7 @@ def test_marker_gives_a_test_its_own_replicator(pytester: pytest.Pytester, tmp_p
         @pytest.mark.kafka_mirror(replicator_properties={{"replication.policy.class": "{IDENTITY_POLICY}"}})
         def test_own(mirror_topics, mirror_producer, tmp_path):
             src, dst = _copied(mirror_topics, mirror_producer)
-            assert not src.startswith("km-") and dst == src
+            assert src.startswith("km-d") and dst == src  # its own prefix, under the documented km-
             assert "IdentityReplicationPolicy" in (tmp_path / "replicator" / "mm2-config" / "mm2.properties").read_text()
         """
     )
@@ -490,9 +491,14 @@ def test_external_replicator_is_probed_and_refuses_lifecycle_verbs(
         rep.start()  # the probe record crossed over under the named policy
         assert rep.target_topic("ext-a") == "dc1.ext-a"
         for verb in ("stop", "kill", "pause", "resume"):
-            with pytest.raises(ReplicatorError, match=f"cannot {verb} the replicator: it is external"):
+            refused = rf"cannot {verb} the replicator: .*it is external \(external:prefix:dc1\.\).* {verb}=COMMAND"
+            with pytest.raises(ReplicatorError, match=refused):
                 getattr(rep, verb)()
         wrong = make_replicator("external:identity", src, dst, tmp_path,
                                 ReplicatorOptions(topic_prefix="ext", startup_timeout=2))
-        with pytest.raises(ReplicatorError, match="(?s)timed out after 2 s.*was never created.*--kafka-mirror-naming"):
+        with pytest.raises(ReplicatorError, match=r"(?s)timed out after 2 s.*was never created.*but "
+                                                  r"dc1\.ext-kafka-mirror-probe-\w+ did: .*give --kafka-mirror-replicator "
+                                                  r"external:prefix:dc1\. \(now --kafka-mirror-replicator "
+                                                  r"external:identity\)") as e:
             wrong.start()
+        assert "--kafka-mirror-naming" not in str(e.value)  # the spec names an external replicator's policy

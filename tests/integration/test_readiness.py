@@ -12,6 +12,7 @@ import pytest
 
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
 from pytest_kafka_mirror.replicators import Behaviour
+from pytest_kafka_mirror.replicators._probe import warm_up
 from pytest_kafka_mirror.replicators._readiness import ReadinessError, await_ready
 from pytest_kafka_mirror.replicators.reference import ReferenceReplicator
 from pytest_kafka_mirror.run import MirrorRun
@@ -88,6 +89,21 @@ def test_a_restart_takes_its_delay_then_copies(tansu_pair, slow_mirror):
     slow_mirror.start()
     assert time.monotonic() - t0 >= RESTART
     assert "ready:" in slow_mirror.status() or "read " in slow_mirror.status()
+
+
+def test_the_warm_up_burst_crosses_over_and_a_topic_no_one_copies_is_only_less_warm(tansu_pair, slow_mirror):
+    """``_probe.warm_up`` (a process replicator's first start): every record of the burst
+    counted on the target; through no replicator at all it returns what arrived (0) at its
+    limit instead of failing."""
+    src, dst = tansu_pair
+    src.create_topic("rd-warm-up", 1)
+    await_ready(src.bootstrap_servers, dst.bootstrap_servers, {"rd-warm-up": ("rd-warm-up", 1)}, timeout=30)
+    assert warm_up(src.bootstrap_servers, dst.bootstrap_servers, "rd-warm-up", "rd-warm-up", count=3000,
+                   timeout=30)[0] == 3000
+    src.create_topic("nobody-copies-it", 1)
+    arrived, took = warm_up(src.bootstrap_servers, dst.bootstrap_servers, "nobody-copies-it", "nobody-copies-it",
+                            count=50, timeout=2)
+    assert arrived == 0 and 2 <= took < 10
 
 
 def test_a_topic_the_replicator_ignores_is_named_with_its_partitions(tansu_pair, slow_mirror):

@@ -144,6 +144,39 @@ def test_describe_status_topic_never_raises(monkeypatch: pytest.MonkeyPatch) -> 
     assert cs.describe_status_topic({}, "T") == "C RUNNING, no tasks"
 
 
+class _SlowConsumer:
+    """Delivers each partition's records after ``gap`` seconds of silence: a loaded machine's fetches."""
+
+    def __init__(self, batches: list[list[tuple[int, int, bytes]]], gap: float) -> None:
+        self.batches, self.gap, self.due = list(batches), gap, 0.0
+
+    def consume(self, n: int, timeout: float) -> list[object]:
+        import time
+        from types import SimpleNamespace
+
+        now = time.monotonic()
+        if not self.batches or now < self.due:
+            time.sleep(timeout)
+            return []
+        self.due = now + self.gap
+        return [SimpleNamespace(error=lambda: None, key=lambda k=key: k, value=lambda: _value("FAILED", TRACE),
+                                timestamp=lambda: (1, 5), partition=lambda p=part: p, offset=lambda o=off: o)
+                for part, off, key in self.batches.pop(0)]
+
+
+def test_a_status_read_to_the_end_offsets_outlasts_a_pause_between_fetches() -> None:
+    import time
+
+    batches = [[(0, 0, b"status-task-C-0"), (0, 1, b"status-task-C-1")], [(3, 0, b"status-task-C-9")]]
+    t0 = time.monotonic()
+    got = cs._consume_status(_SlowConsumer(batches, 0.4), t0, 5.0, {0: 2, 1: 0, 3: 1}, quiet=0.1, settle=0.1)
+    assert [k for k, _, _ in got] == [b"status-task-C-0", b"status-task-C-1", b"status-task-C-9"]
+    assert time.monotonic() - t0 < 2.0  # it stopped at the end offsets, not at the timeout
+    # read until quiet, the same pause cuts the read short: why the end offsets are used where they are right
+    quiet = cs._consume_status(_SlowConsumer(batches, 0.4), time.monotonic(), 5.0, None, quiet=0.1, settle=0.1)
+    assert [k for k, _, _ in quiet] == [b"status-task-C-0", b"status-task-C-1"]
+
+
 # ----------------------------------------------------------------------------- MM2: one Connect cluster per instance
 def _render(**kw: object) -> dict[str, str]:
     args: dict = {"source_bootstrap": "127.0.0.1:1", "target_bootstrap": "127.0.0.1:2", "topics": "^km-.*"}

@@ -45,6 +45,23 @@ def test_behaviour_knobs_parse_with_presets_and_leave_fault_knobs() -> None:
     spec = parse_replicator_spec("reference:like=mm2,seed=3,drop=0.5")
     assert spec.behaviour == PRESETS["mm2"] and spec.faults.drop == 0.5 and spec.faults.seed == 3
     assert parse_replicator_spec("mm2").behaviour == Behaviour()
+    throttled = parse_replicator_spec("reference:max_rate=5000,drop=0.5")
+    assert throttled.behaviour == Behaviour(max_rate=5000) and throttled.faults.drop == 0.5
+    assert str(throttled.behaviour) == "max_rate=5000" and throttled.behaviour.argv()[-2:] == ["--max-rate", "5000.0"]
+
+
+def test_throttle_lets_through_its_rate_and_no_burst_after_idling() -> None:
+    from pytest_kafka_mirror.replicators.reference.loop import Throttle
+
+    throttle, copied, now = Throttle(2000.0, now=0.0), 0, 0.0
+    while now < 10.0:  # a consumer that always has records: batches as large as allowed
+        n = min(500, throttle.allowed(now))
+        throttle.spend(n)
+        copied += n
+        now += 0.003 if n else max(throttle.wait_s(), 0.0005)
+    assert abs(copied - 20_000) <= throttle.cap + 1
+    throttle.allowed(100.0)  # 90 s idle: the bucket holds a tenth of a second, not 90 s
+    assert throttle.allowed(100.0) == 200
 
 
 @pytest.mark.parametrize("text, message", [
@@ -52,6 +69,8 @@ def test_behaviour_knobs_parse_with_presets_and_leave_fault_knobs() -> None:
     ("reference:rebalance_pause=-1", r"rebalance_pause=-1.0: must be a number of seconds >= 0"),
     ("reference:discovery_delay=soon", r"'discovery_delay=soon': 'soon' is not a number of seconds"),
     ("reference:discovery_interval=0", r"discovery_interval=0.0: must be > 0"),
+    ("reference:max_rate=-5", r"max_rate=-5.0: must be a number of records/s \(0: unthrottled\) >= 0"),
+    ("reference:max_rate=fast", r"'max_rate=fast': 'fast' is not a number of records/s"),
 ])
 def test_bad_behaviour_knobs_are_one_clear_error(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
