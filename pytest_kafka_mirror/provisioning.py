@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     from .replicators import Replicator
     from .replicators._readiness import TopicReadiness
 
-__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "declarations", "delete_session_topics", "largest_record",
-           "resolve_mode"]
+__all__ = ["MARKER", "TopicDeclaration", "TopicPool", "auto_create_warning", "declarations", "delete_session_topics",
+           "largest_record", "resolve_mode"]
 
 log = logging.getLogger("pytest_kafka_mirror.provisioning")
 
@@ -182,7 +182,8 @@ class TopicPool:
 
 
 def delete_session_topics(source: Cluster, target: Cluster, replicator: Replicator, *, source_kind: str, target_kind: str,
-                          groups: Sequence[str] = ()) -> str:
+                          groups: Sequence[str] = (), wait: float | None = None,
+                          pause: Callable[[float], object] | None = None) -> str:
     """At the session's end, on clusters the plugin did not start (``bootstrap:``): delete
     the topics this process created on the source (its tests' topics, the session pool's,
     the replicator probe's) and their copies on the target, under the replicator's naming;
@@ -190,64 +191,67 @@ def delete_session_topics(source: Cluster, target: Cluster, replicator: Replicat
     by the replicator under the same name) on the target.  Clusters the plugin started go
     away with their data, so nothing is deleted there.
 
+    A replicator the plugin stopped first copies nothing more: one deletion.  One it does
+    not control (``external:``) still runs its flow, and its consumer, still assigned to
+    the deleted partitions, makes a broker with ``auto.create.topics.enable=true`` create
+    them again, which it then copies: there each name is deleted, checked for ``wait``
+    seconds (default :data:`~.clusters.removal.WAIT`) and deleted again when it came
+    back, up to :data:`~.clusters.removal.ROUNDS` times, and what stayed is named with
+    the reason (``clusters/removal.py``).
+
     Only what this process created is touched (never a pattern: another session may run
     with the same prefix).  Returns a line saying what was deleted (or not) for the log.
     """
+    from .clusters.removal import GROUPS, ROUNDS, TOPICS, WAIT, Removal, names_text, remove, stayed_lines
+
     created = list(source.created_topics or ())
     if replicator.probe_topic:
         created.append(replicator.probe_topic)
-    said = []
-    if source_kind == "bootstrap":
-        said += [_delete(source, created, "source"), _delete_groups(source, groups, "source")]
-    if target_kind == "bootstrap":
-        remote = [replicator.target_topic(t) for t in created]
-        said += [_delete(target, remote, "target"), _delete_groups(target, groups, "target")]
-    return "; ".join(s for s in said if s)
+    removals = []
+    for role, cluster, kind, names in (("source", source, source_kind, created),
+                                       ("target", target, target_kind, [replicator.target_topic(t) for t in created])):
+        if kind != "bootstrap":
+            continue
+        if names:
+            removals.append(Removal(cluster, names, TOPICS, f"the {role}", f"the {role} ({cluster.bootstrap_servers})",
+                                    "test topic"))
+        if groups:
+            removals.append(Removal(cluster, list(groups), GROUPS, f"the {role}", f"the {role}", "witness consumer group"))
+    again = not replicator.controllable
+    remove(removals, rounds=ROUNDS if again else 1, wait=(WAIT if wait is None else wait) if again else 0.0,
+           pause=pause)
+    stayed = stayed_lines(removals)
+    back = [t for r in removals if r.kind is TOPICS and r.cluster is source for t in r.stayed]
+    if back and target_kind == "bootstrap":
+        # the replicator copies a topic that came back at its next look for new topics, after the
+        # last check here (MM2: refresh.topics.interval.seconds): measured, every copy came back
+        copies = [replicator.target_topic(t) for t in back]
+        stayed.append(f"the replicator copies them to the target again: {names_text(copies)}")
+    if stayed:
+        stayed.append("once nothing recreates them, kafka-mirror cleanup --bootstrap HOST:PORT --yes removes them")
+    return "; ".join(s for s in [*(r.said() for r in removals), *stayed] if s)
 
 
-def _delete_groups(cluster: Any, groups: Sequence[str], role: str) -> str:
-    """Delete the consumer groups ``groups`` (those that exist there) from ``cluster``."""
-    from confluent_kafka import KafkaError
+def auto_create_warning(source: Cluster, target: Cluster, replicator: Replicator, *, source_kind: str,
+                        target_kind: str) -> str | None:
+    """At the session's start: what a ``bootstrap:`` cluster that auto-creates topics
+    (``auto.create.topics.enable=true``, read with DescribeConfigs of a broker) means for
+    the deletion at its end, or None when it means nothing: the replicator is the
+    plugin's (its flow stops before the deletion), or the broker does not auto-create
+    (or does not say)."""
+    from .clusters.removal import auto_create_topics
 
-    if not groups:
-        return ""
-    futures = cluster.admin().delete_consumer_groups(list(groups), request_timeout=10)
-    # GROUP_ID_NOT_FOUND: never committed there (e.g. not synced to the target)
-    deleted, failed = _outcomes(futures, KafkaError.GROUP_ID_NOT_FOUND)
-    if not deleted and not failed:
-        return ""
-    return _said(f"deleted {deleted} witness consumer group(s) from the {role}", failed)
-
-
-def _delete(cluster: Any, topics: list[str], role: str) -> str:
-    from confluent_kafka import KafkaError
-
-    if not topics:
-        return ""
-    futures = cluster.admin().delete_topics(topics, operation_timeout=10)
-    # UNKNOWN_TOPIC_OR_PART: never copied / already gone
-    deleted, failed = _outcomes(futures, KafkaError.UNKNOWN_TOPIC_OR_PART)
-    return _said(f"deleted {deleted} test topic(s) from the {role} ({cluster.bootstrap_servers})", failed)
-
-
-def _outcomes(futures: Mapping[str, Any], absent: int) -> tuple[int, list[str]]:
-    """(how many were deleted, ``NAME (why)`` of each that failed) of an admin deletion;
-    a name the broker says is ``absent`` (that error code) is neither."""
-    from confluent_kafka import KafkaException
-
-    deleted, failed = 0, []
-    for name, future in futures.items():
-        try:
-            future.result(timeout=15)
-            deleted += 1
-        except KafkaException as exc:
-            if exc.args and exc.args[0].code() == absent:
-                continue
-            failed.append(f"{name} ({exc.args[0].str() if exc.args else exc})")
-        except Exception as exc:  # a timeout: the broker may still delete it
-            failed.append(f"{name} ({exc})")
-    return deleted, failed
-
-
-def _said(line: str, failed: list[str]) -> str:
-    return line + (f"; could not delete {len(failed)}: {', '.join(failed[:5])}" if failed else "")
+    if replicator.controllable:
+        return None
+    on = [role for role, cluster, kind in (("source", source, source_kind), ("target", target, target_kind))
+          if kind == "bootstrap" and auto_create_topics(cluster)[0]]
+    if not on:
+        return None
+    where = " and the ".join(on)
+    return (f"auto.create.topics.enable=true on the {where}: a consumer still assigned to a topic this session "
+            f"deletes at its end (the replicator's, {replicator.spec}, which the plugin does not stop) recreates it, "
+            "and the replicator copies it again. The session deletes, checks again and deletes what came back a few "
+            "times, then names what stayed; to leave nothing behind, set allow.auto.create.topics=false on the "
+            "replicator's consumer (or auto.create.topics.enable=false on the broker), or stop its flow of the "
+            "plugin's topics before the session ends and remove what stayed with kafka-mirror cleanup "
+            "(docs/your-clusters.md, What stays on your clusters)")

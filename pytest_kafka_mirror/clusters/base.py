@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import random
-import re
 import socket
 import time
 import uuid
@@ -21,7 +20,7 @@ from ..processes.managed import (
 if TYPE_CHECKING:
     from confluent_kafka.admin import AdminClient
 
-__all__ = ["Capabilities", "Cluster", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable",
+__all__ = ["Capabilities", "Cluster", "ClusterAuthError", "ClusterError", "KafkaAdminMixin", "RunnerClusterMixin", "free_port", "kraft_cluster_id", "tcp_reachable",
            "topic_created_us"]
 
 #: When this process created each topic (UTC epoch microseconds, when the broker confirmed
@@ -38,6 +37,11 @@ def topic_created_us(topic: str) -> int | None:
 
 class ClusterError(RuntimeError):
     """A cluster could not be started, reached or administered."""
+
+
+class ClusterAuthError(ClusterError):
+    """A cluster answered, but its clients could not authenticate (SASL, TLS): the message
+    already says which properties to check (``_auth.failure_line``), not the address."""
 
 
 @dataclass(frozen=True)
@@ -129,13 +133,22 @@ class Cluster(Protocol):
         ...
 
     @property
+    def client_origins(self) -> Mapping[str, str]:
+        """Where each of :attr:`client_properties` was given (what an authentication
+        failure's hint names); default none known."""
+        ...
+
+    @property
     def created_topics(self) -> list[str] | None:
         """The topics this process created here, kept by clusters the plugin did not start
         (``bootstrap:``), whose session deletes them at its end; default None: not kept."""
         ...
 
-    def set_client_properties(self, props: Mapping[str, str] | None) -> None:
-        """Put the user's client properties over the backend's own (before it starts)."""
+    def set_client_properties(self, props: Mapping[str, str] | None,
+                              origins: Mapping[str, str] | None = None) -> None:
+        """Put the user's client properties over the backend's own (before it starts);
+        ``origins``: where each was given (key -> e.g. ``FILE via ini key ...``), for the
+        hint of an authentication failure."""
         ...
 
     def client_config(self) -> dict[str, Any]:
@@ -251,8 +264,18 @@ class KafkaAdminMixin:
     #: the backend's own (``kafka:V,security=sasl_ssl``), then the user's
     #: (``--kafka-mirror-source-config`` ...) over them; see :mod:`.._clientconf`
     client_properties: Mapping[str, str] = {}
-    #: the last authentication error a client of this cluster reported (one line)
+    #: where each of :attr:`client_properties` was given (key -> "FILE via ini key ...",
+    #: "--kafka-mirror-source-config-set", "kafka:V,security=sasl_ssl, which generated them"), for the
+    #: hint of an authentication failure; a key missing here: not known
+    client_origins: Mapping[str, str] = {}
+    #: the options that give this cluster's client properties (None: the role's
+    #: ``--kafka-mirror-ROLE-config`` and ``-config-set``; the stages outside pytest: theirs)
+    client_options: str | None = None
+    #: the authentication failure a client of this cluster reported (see :mod:`._auth`):
+    #: its text, its kind (sasl, tls, protocol) and rank
     _auth_error: str | None = None
+    _auth_kind: str = "sasl"
+    _auth_rank: int = 0
     #: the topics this process created here, kept only by clusters the plugin did not start
     #: (``bootstrap:``, which sets a list): the session deletes them at its end
     created_topics: list[str] | None = None
@@ -264,11 +287,15 @@ class KafkaAdminMixin:
         (see :meth:`Cluster.link_listener`)."""
         return None
 
-    def set_client_properties(self, props: Mapping[str, str] | None) -> None:
-        """Put the user's properties over the backend's own (before the cluster starts)."""
+    def set_client_properties(self, props: Mapping[str, str] | None,
+                              origins: Mapping[str, str] | None = None) -> None:
+        """Put the user's properties over the backend's own (before the cluster starts);
+        ``origins``: where each was given."""
         from .._clientconf import ClientProperties
 
         self.client_properties = ClientProperties(self.client_properties).merged(props)
+        given = origins or {}
+        self.client_origins = {**self.client_origins, **{k: given.get(k, "") for k in props or {}}}
 
     def client_config(self) -> dict[str, Any]:
         """The full librdkafka configuration of a client of this cluster: its bootstrap
@@ -282,28 +309,37 @@ class KafkaAdminMixin:
         return {"bootstrap.servers": bootstrap, **props}
 
     def _on_error(self, err: Any) -> None:
-        """The admin client's ``error_cb``: keeps an authentication failure, which no retry cures."""
-        from confluent_kafka import KafkaError
+        """The admin client's ``error_cb``: keeps an authentication failure (SASL, TLS; see
+        :mod:`._auth`), the most telling one when several came."""
+        from ._auth import failure_kind, rank
 
-        if err.code() in (KafkaError._AUTHENTICATION, getattr(KafkaError, "SASL_AUTHENTICATION_FAILED", -999)):
-            self._auth_error = err.str()
+        code, text = err.code(), err.str()
+        kind = failure_kind(code, text)
+        if kind is not None and rank(kind, code) >= self._auth_rank:
+            self._auth_error, self._auth_kind, self._auth_rank = text, kind, rank(kind, code)
 
-    def auth_failure(self) -> str | None:
-        """One line naming this cluster and the authentication failure its clients met, or None."""
+    def auth_failure(self, *, definite: bool = False) -> str | None:
+        """One line naming this cluster, the authentication failure its clients met and the
+        client properties to check, or None.  ``definite``: only a failure no retry cures
+        (not librdkafka's guess of a wrong ``security.protocol``)."""
         if self._admin is not None:
             from .._kafkalog import serve
 
             serve(self._admin)
         if not self._auth_error:
             return None
-        from .._clientconf import redact
+        from .._clientconf import properties_for, redact
+        from ._auth import DEFINITE, failure_line
 
-        text = " ".join(redact(self._auth_error).split())
-        # librdkafka's "sasl_ssl://127.0.0.1:P/bootstrap: ... (after 312ms in state AUTH_REQ)": the message alone
-        text = re.sub(r"^\S+://\S+: ", "", re.sub(r" \(after \d+ms in state \w+\)$", "", text))
+        if definite and self._auth_kind not in DEFINITE:
+            return None
         role = "source" if self.name == "source" else "target"  # a cluster of add_cluster takes the target's
-        return (f"{self.name}: authentication failed at {self.bootstrap_servers}: {text}. Hint: check the {self.name} "
-                f"cluster's client properties (--kafka-mirror-{role}-config, --kafka-mirror-{role}-config-set)")
+        # what its clients use: the registry's (the stages outside pytest register theirs), its own over them
+        props = {**properties_for(self.bootstrap_servers), **self.client_properties}
+        return failure_line(self._auth_kind, redact(self._auth_error), name=self.name, address=self.bootstrap_servers,
+                            props=props, origins=self.client_origins,
+                            options=self.client_options
+                            or f"--kafka-mirror-{role}-config, --kafka-mirror-{role}-config-set")
 
     def admin(self) -> AdminClient:
         from .. import _kafkalog
@@ -331,7 +367,7 @@ class KafkaAdminMixin:
             serve(admin)  # log why (e.g. "Connection refused") once, before the admin client is dropped
             failure = self.auth_failure()
             if failure:
-                raise ClusterError(failure) from None
+                raise ClusterAuthError(failure) from None
             raise ClusterError(
                 f"{self.name}: no answer from bootstrap servers {self.bootstrap_servers} within {timeout:g} s "
                 f"({exc.args[0] if exc.args else exc})"

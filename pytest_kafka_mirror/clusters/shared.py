@@ -93,6 +93,7 @@ class ShareDir:
                     "replication_factor": cluster.replication_factor,
                     # its clients' properties (a secured backend's generated credentials): the file is 0600
                     "client_properties": dict(cluster.client_properties),
+                    "client_origins": dict(cluster.client_origins),
                 }
             except Exception as exc:
                 data = {"role": role, "error": f"{type(exc).__name__}: {exc}"}
@@ -136,7 +137,7 @@ class SharedCluster(BootstrapCluster):
         self._caps = Capabilities(**endpoint.get("capabilities", {}))
         self.flavour = str(endpoint.get("flavour", ""))
         self.replication_factor = int(endpoint.get("replication_factor", -1))
-        self.set_client_properties(endpoint.get("client_properties") or {})
+        self.set_client_properties(endpoint.get("client_properties") or {}, endpoint.get("client_origins") or {})
         self.client_config()  # registers them before this worker starts any child process
 
     def capabilities(self) -> Capabilities:
