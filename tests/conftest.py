@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_kafka_mirror.processes import jvm_cds
+from pytest_kafka_mirror.processes.managed import child_env
+
 # Import the Docker SDK before any test runs: pytester restores sys.modules after each of
 # its tests, so an SDK first imported inside one (the matrix builds the image there) would
 # be half unloaded afterwards ("You can only merge into CookieJar" from a re-imported
@@ -20,6 +23,19 @@ with contextlib.suppress(ImportError):
 # The tests never pull images: a pull is registry traffic, and this project's machines have
 # none.  Inherited by pytester subprocesses.  Images come from `kafka-mirror image build`.
 os.environ.setdefault("KAFKA_MIRROR_DOCKER_PULL", "0")
+# The JVMs' class-data archives (processes/jvm_cds.py) stay in this machine's cache: a
+# pytester run has a HOME of its own, where every run would write them anew at its exit.
+os.environ.setdefault(jvm_cds.ENV, str(jvm_cds.archive_dir()))
+# The Spark drivers of the test suite compile with C1 only.  Its verifications are small,
+# where C2's compilations only take CPU from everything else on two cores: a JVM's first
+# three verifications of a 400-record run 6.8 / 2.4 / 1.9 s -> 4.4 / 1.8 / 1.7 s, its CPU
+# 24.9 -> 15.4 s.  A large one is slower (2M rows: 15 -> 31 s once warm): the benchmarks and
+# the scenarios, which users run, keep the default JIT.
+os.environ.setdefault("KAFKA_MIRROR_SPARK_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
+# Every pytest or kafka-mirror process a test starts (pytester's subprocesses, the gate, the
+# stages) runs this checkout, not an installed copy of another one (an editable install
+# points at one checkout; a worktree or a clone beside it would test that one's code).
+os.environ.update({"PYTHONPATH": child_env(None)["PYTHONPATH"]} if child_env(None) else {})
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

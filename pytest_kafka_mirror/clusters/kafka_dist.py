@@ -255,10 +255,13 @@ def release_at(path: str | os.PathLike[str], *, need: str = "broker") -> KafkaRe
     """The release in ``path`` (an unpacked distribution or a cache entry), checked to
     have ``need``; ValueError naming what is missing."""
     home = Path(path).expanduser()
+    # the absolute path tried; a relative one also as given, read from the current directory
+    shown = repr(str(home.absolute())) + ("" if home.is_absolute() else
+                                          f" ({os.fspath(path)!r} read from the current directory)")
     if not home.is_dir():
-        raise ValueError(f"{os.fspath(path)!r} is not a directory (expected an unpacked Apache Kafka distribution)")
+        raise ValueError(f"{shown} is not a directory (expected an unpacked Apache Kafka distribution)")
     if not (home / "libs").is_dir():
-        raise ValueError(f"{os.fspath(path)!r} has no libs/: not an unpacked Apache Kafka distribution")
+        raise ValueError(f"{shown} has no libs/: not an unpacked Apache Kafka distribution")
     home = home.resolve()
     rel = KafkaRelease(home, _version_of(home / "libs"), _manifest(home).get("components", {}))
     if not rel.has(need):

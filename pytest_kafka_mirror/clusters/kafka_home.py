@@ -37,12 +37,14 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from .._clientconf import ClientProperties, format_properties, redact
+from ..processes.jvm_cds import ArchiveUse, archive_for
 from ..processes.managed import ManagedProcess, wait_until
-from .base import Capabilities, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
-from .kafka_dist import KafkaRelease, Version, release_at
+from .base import Capabilities, ClusterAuthError, ClusterError, KafkaAdminMixin, free_port, kraft_cluster_id
+from .kafka_dist import KafkaRelease, Version, java_executable, release_at
 
 __all__ = ["SECURITIES", "KafkaCluster", "KafkaNode", "SecurityFiles", "check_kafka_home", "kafka_version", "render_server_properties",
            "storage_format_argv"]
@@ -215,34 +217,47 @@ class KafkaNode:
         #: (P, Q) of the LINK listener (see :func:`render_server_properties`)
         self.link: tuple[int, int] | None = None
         self.runner: ManagedProcess | None = None
+        self.cds = ArchiveUse()
 
     @property
     def fault_name(self) -> str:
         """How a fault on this node reads in the report's markers."""
         return f"{self.cluster.name} broker {self.node_id} ({self.cluster.spec})"
 
-    def _argv(self, main: str, args: list[str], heap: str) -> list[str]:
+    def _argv(self, main: str, args: list[str], heap: str, cds: ArchiveUse) -> list[str]:
         log_config = self.cluster.release.write_log_config(self.workdir, QUIET_LOGGERS)
-        return self.cluster.release.java_argv(main, args, heap=heap, log_config=log_config)
+        return self.cluster.release.java_argv(main, args, heap=heap, log_config=log_config, jvm=cds.options)
 
-    def format_process(self) -> subprocess.Popen[bytes]:
+    def _archive(self, kind: str) -> ArchiveUse:
+        """The class-data sharing archive of a JVM of ``kind`` of this release (``processes.jvm_cds``)."""
+        return archive_for(f"kafka-{kind}", java_executable(), [self.cluster.release.libs])
+
+    def format_process(self) -> tuple[subprocess.Popen[bytes], ArchiveUse]:
+        """``StorageTool`` formatting the log dir, and its archive to settle once it exited."""
+        cds = self._archive("storage-tool")
         argv = self._argv("kafka.tools.StorageTool", storage_format_argv(
             self.cluster.cluster_id, self.properties, self.cluster.version, self.cluster.nodes,
-            self.cluster.scram_user), "-Xmx256M")
+            self.cluster.scram_user), "-Xmx256M", cds)
         log = open(self.workdir / "format.log", "wb")
         with log:
             return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    cwd=self.workdir)
+                                    cwd=self.workdir), cds
 
     def launch(self) -> ManagedProcess:
+        self.cds = self._archive("broker")
         proc = ManagedProcess(
             f"{self.cluster.name} (kafka {self.cluster.version_text} node {self.node_id} :{self.port})",
-            self._argv("kafka.Kafka", [str(self.properties)], self.cluster.heap),
+            self._argv("kafka.Kafka", [str(self.properties)], self.cluster.heap, self.cds),
             self.workdir / "kafka.log",
             cwd=self.workdir,
         )
         self.runner = proc.start()
         return proc
+
+    def settle(self) -> None:
+        """Once the broker exited: the class-data archive it wrote at its exit is published."""
+        if self.runner is not None and not self.runner.running:
+            self.cds.settle(self.runner.returncode)
 
     @property
     def running(self) -> bool:
@@ -252,11 +267,13 @@ class KafkaNode:
     def stop(self) -> None:
         if self.runner is not None:
             self.runner.stop(timeout=self.cluster.stop_timeout)
+            self.settle()
         self.cluster._admin = None
 
     def kill(self) -> None:
         if self.runner is not None:
             self.runner.kill()
+            self.settle()
         self.cluster._admin = None
 
     def pause(self) -> None:
@@ -299,6 +316,7 @@ class KafkaCluster(KafkaAdminMixin):
         stop_timeout: float = 30.0,
         heap: str | None = None,
         security: str = "plaintext",
+        server_properties: Mapping[str, str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be at least 1, got {brokers}")
@@ -321,6 +339,9 @@ class KafkaCluster(KafkaAdminMixin):
         self.cluster_id = kraft_cluster_id()
         self.brokers = [KafkaNode(self, i + 1) for i in range(brokers)]
         self._caps: Capabilities | None = None
+        #: broker settings over the rendered ones (e.g. a test's ``auto.create.topics.enable=true``,
+        #: as on a user's cluster)
+        self.server_properties = dict(server_properties or {})
 
     @property
     def version_text(self) -> str:
@@ -359,8 +380,10 @@ class KafkaCluster(KafkaAdminMixin):
         if self.security == "sasl_ssl" and self.security_files is None:
             self.security_files = SecurityFiles(self.workdir)
             # the user's properties (set_client_properties) stay over the generated ones
-            self.client_properties = ClientProperties(self.security_files.client_properties()).merged(
-                self.client_properties)
+            generated = self.security_files.client_properties()
+            self.client_properties = ClientProperties(generated).merged(self.client_properties)
+            self.client_origins = {**dict.fromkeys(generated, f"{self.spec}, which generated them"),
+                                   **self.client_origins}
         for b in self.brokers:
             b.port, b.controller_port = free_port(), free_port()
             b.link = (free_port(), free_port()) if self.nodes == 1 else None
@@ -370,14 +393,17 @@ class KafkaCluster(KafkaAdminMixin):
             b.workdir.mkdir(parents=True, exist_ok=True)
             b.properties.write_text(render_server_properties(
                 node_id=b.node_id, port=b.port, controller_port=b.controller_port, log_dir=b.log_dir,
-                version=self.version, voters=voters, link=b.link, security=self.security_files))
-        formats = [(b, b.format_process()) for b in self.brokers]
-        for b, proc in formats:
+                version=self.version, voters=voters, link=b.link, security=self.security_files,
+                extra=self.server_properties))
+        formats = [(b, *b.format_process()) for b in self.brokers]
+        for b, proc, cds in formats:
             try:
                 rc = proc.wait(120)
             except subprocess.TimeoutExpired:
                 proc.kill()
+                proc.wait(10)
                 rc = -9
+            cds.settle(rc)
             if rc != 0:
                 text = (b.workdir / "format.log").read_text(errors="replace")
                 raise ClusterError(
@@ -413,9 +439,9 @@ class KafkaCluster(KafkaAdminMixin):
             for b in nodes:
                 if b.runner is not None and not b.runner.running:
                     raise ClusterError(f"{self.name}: Kafka exited during start-up: {b.runner.describe_exit()}")
-            failure = self.auth_failure()
+            failure = self.auth_failure(definite=True)
             if failure:  # no retry cures wrong credentials: say so now, not at the timeout
-                raise ClusterError(failure)
+                raise ClusterAuthError(failure)
             try:
                 md = self.admin().list_topics(timeout=max(0.5, min(3.0, deadline - time.monotonic())))
             except KafkaException as exc:
@@ -447,6 +473,8 @@ class KafkaCluster(KafkaAdminMixin):
         deadline = time.monotonic() + self.stop_timeout
         for proc in running:
             proc.stop(timeout=max(0.1, deadline - time.monotonic()))
+        for b in self.brokers:
+            b.settle()
         self._admin = None
 
     def kill(self) -> None:

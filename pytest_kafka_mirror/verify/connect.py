@@ -142,6 +142,15 @@ def server_unavailable() -> str | None:
 DRIVER_JAVA_OPTIONS = ("-XX:+UseParallelGC "
                        "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                        "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
+#: Further JVM options of the Spark drivers the plugin starts (a local session, the shared
+#: Spark Connect server), after its own: what ``KAFKA_OPTS`` is to Kafka's scripts.  The
+#: plugin's own test suite sets ``-XX:TieredStopAtLevel=1`` there (see tests/conftest.py).
+JAVA_OPTS_ENV = "KAFKA_MIRROR_SPARK_JAVA_OPTS"
+
+
+def driver_java_options() -> str:
+    """:data:`DRIVER_JAVA_OPTIONS`, then those of ``$KAFKA_MIRROR_SPARK_JAVA_OPTS``."""
+    return " ".join([DRIVER_JAVA_OPTIONS, *os.environ.get(JAVA_OPTS_ENV, "").split()])
 
 #: Classes of generated code a driver keeps compiled (Spark's static
 #: ``spark.sql.codegen.cache.maxEntries``; default 100).  The code a verification generates
@@ -220,7 +229,8 @@ class ConnectServer:
         log4j = self.workdir / "log4j2.properties"
         argv = [str(home / "bin" / "spark-submit"), "--class", CONNECT_CLASS, "--master", self.master,
                 "--name", "pytest-kafka-mirror-connect", "--driver-memory", self.driver_memory,
-                "--driver-java-options", f"-Dlog4j2.configurationFile=file:{log4j} {DRIVER_JAVA_OPTIONS}"]
+                "--driver-java-options",
+                f"-Dlog4j2.configurationFile=file:{log4j} {driver_java_options()}"]
         for key, value in sorted(self.conf.items()):
             argv += ["--conf", f"{key}={value}"]
         return [*argv, "spark-internal"]

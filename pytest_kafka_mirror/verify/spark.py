@@ -35,7 +35,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import DRIVER_JAVA_OPTIONS, log4j_properties, session_conf
+from .connect import driver_java_options, log4j_properties, session_conf
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -210,11 +210,12 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
         before, start = _spark_children(), _jvm_log_size()
         try:
             with _quiet_jvm_start() as log4j:
+                java_options = f"{log4j} {driver_java_options()}"
                 builder = (
                     SparkSession.builder.master(master)
                     .appName("pytest-kafka-mirror-verify")
                     .config("spark.driver.memory", driver_memory)
-                    .config("spark.driver.extraJavaOptions", f"{log4j} {DRIVER_JAVA_OPTIONS}")
+                    .config("spark.driver.extraJavaOptions", java_options)
                 )
                 for key, value in session_conf(master).items():
                     builder = builder.config(key, value)
@@ -515,6 +516,8 @@ class ProcessSpark:
         self.session: SparkSession | None = None
         #: whether :meth:`get` started ``session`` (stopped at the end) or found it running (left alone)
         self._owns = False
+        #: the thread of :meth:`prestart`, while it starts the session
+        self._starting: threading.Thread | None = None
 
     def plan(self, distributed: bool) -> tuple[str, str]:
         """How this process verifies: ``(kind, where)``, kind one of
@@ -548,7 +551,11 @@ class ProcessSpark:
 
     def get(self, share: ShareDir | None) -> SparkSession:
         """The session for verification, per :meth:`plan`; ``share``: an xdist worker's share
-        directory (where the run's shared Spark Connect server is found), None elsewhere."""
+        directory (where the run's shared Spark Connect server is found), None elsewhere.
+        An early start (:meth:`prestart`) still under way is waited for."""
+        starting = self._starting
+        if starting is not None and starting is not threading.current_thread():
+            starting.join()
         if self.session is not None and not getattr(self.session, "is_stopped", False):
             return self.session
         kind, where = self.plan(share is not None)
@@ -567,10 +574,31 @@ class ProcessSpark:
         self._owns = self.session is not running
         return self.session
 
+    def prestart(self, share: ShareDir | None) -> None:
+        """Start the session (:meth:`get`) on a thread of its own, once: a run that will be
+        verified calls it when it begins, so that the JVM starts while the run produces
+        instead of after it (3-7 s on a 2-core machine).  A start that fails here fails
+        again, and is reported, in the :meth:`get` of the verification."""
+        if self.session is not None or self._starting is not None:
+            return
+
+        def start() -> None:
+            try:
+                self.get(share)
+            except BaseException as exc:  # noqa: BLE001 - the verification's own get() reports it
+                log.debug("kafka-mirror: the Spark session's early start failed (the verification retries): %s", exc)
+
+        self._starting = threading.Thread(target=start, name="kafka-mirror-spark-start", daemon=True)
+        self._starting.start()
+
     def stop(self) -> None:
-        """Stop the session :meth:`get` started (its JVM too); one it found running (a
-        test's own ``spark`` fixture, an outer pytest session in the same process) is its
-        owner's to stop: stopping it here killed that owner's JVM under its feet."""
+        """Stop the session :meth:`get` started (its JVM too), after an early start
+        (:meth:`prestart`) has ended; one it found running (a test's own ``spark`` fixture,
+        an outer pytest session in the same process) is its owner's to stop: stopping it here
+        killed that owner's JVM under its feet."""
+        if self._starting is not None:
+            self._starting.join(max(60.0, self.startup_timeout))
+            self._starting = None
         if self.session is not None and self._owns:
             stop_spark()
         self.session = None

@@ -83,7 +83,10 @@ def test_the_server_runs_in_the_foreground_on_loopback_with_the_local_session_s_
     # the same JIT settings as a local session's driver (verify/connect.py, DRIVER_JAVA_OPTIONS)
     java_options = argv[argv.index("--driver-java-options") + 1].split()
     assert java_options[0].startswith("-Dlog4j2.configurationFile=file:")
-    assert java_options[1:] == connect.DRIVER_JAVA_OPTIONS.split()
+    # then $KAFKA_MIRROR_SPARK_JAVA_OPTS, then the class-data archive's (processes/jvm_cds.py)
+    own = connect.driver_java_options().split()
+    assert java_options[1:1 + len(own)] == own and own[:len(connect.DRIVER_JAVA_OPTIONS.split())] == \
+        connect.DRIVER_JAVA_OPTIONS.split()
     assert "-XX:Tier4InvocationThreshold=50000" in java_options
     assert confs["spark.sql.codegen.cache.maxEntries"] == str(connect.CODEGEN_CACHE_ENTRIES)
 
