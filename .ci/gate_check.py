@@ -25,10 +25,17 @@ def main(gate_dir: Path, gate_rc: int, expected: set[str]) -> int:
     if gate_rc != 1:
         problems.append(f"the gate exited {gate_rc}, not 1 (a failed gate)")
     suite = ET.parse(gate_dir / "junit.xml").getroot()
-    failed = [f"{case.get('classname')}::{case.get('name')}" for case in suite.iter("testcase")
-              if case.find("failure") is not None or case.find("error") is not None]
+    failed = []
+    for case in suite.iter("testcase"):
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
+            # the failure's own first lines: CI's log excerpt must say why, not only which
+            said = " | ".join((bad.get("message") or "").strip().splitlines()[:4])
+            failed.append(f"{case.get('classname')}::{case.get('name')} ({said[:600]})")
     if failed:
-        problems.append(f"tests failed on the candidate: {', '.join(failed)}")
+        problems.append(f"tests failed on the candidate: {'; '.join(failed)}")
     runs = FileStorage(gate_dir / "storage").runs()
     if len(runs) != 2:
         problems.append(f"expected the baseline and the candidate stored, found {[p.name for p in runs]}")

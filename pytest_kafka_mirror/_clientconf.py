@@ -95,9 +95,11 @@ def masked(props: Mapping[str, Any]) -> dict[str, Any]:
 class ClientProperties(Mapping[str, str]):
     """Immutable librdkafka properties whose repr and str mask the secrets."""
 
-    def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = ()) -> None:
+    def __init__(self, items: Iterable[tuple[str, str]] | Mapping[str, str] = (), *, origin: str | None = None) -> None:
         pairs = items.items() if isinstance(items, Mapping) else items
         self._data: dict[str, str] = {str(k): str(v) for k, v in pairs}
+        #: the file they were read from (:func:`read_properties_file`), or None
+        self.origin = origin
 
     def __getitem__(self, key: str) -> str:
         return self._data[key]
@@ -221,15 +223,19 @@ def parse_properties_text(text: str, origin: str) -> ClientProperties:
 
 
 def read_properties_file(path: str | os.PathLike[str]) -> ClientProperties:
-    """The properties of a file; ValueError (no traceback) when it cannot be read or parsed."""
+    """The properties of a file (a relative path: from the current directory); ValueError
+    (no traceback) naming the absolute path tried when it cannot be read or parsed."""
     p = Path(path).expanduser()
+    tried = str(p.absolute())
+    # a relative path: where it was read from, which the absolute path alone does not say was assumed
+    relative = "" if p.is_absolute() else f" ({os.fspath(path)!r} read from the current directory)"
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ValueError(f"{str(path)!r}: no such file") from None
+        raise ValueError(f"{tried!r}: no such file{relative}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{str(path)!r} cannot be read: {exc}") from None
-    return parse_properties_text(text, str(p))
+        raise ValueError(f"{tried!r} cannot be read{relative}: {exc}") from None
+    return ClientProperties(parse_properties_text(text, tried), origin=tried)
 
 
 def check_librdkafka_keys(props: Mapping[str, str]) -> None:

@@ -173,8 +173,60 @@ def _kafka_cache(text: str) -> str:
         raise ValueError("an empty path; give a directory for the Kafka release cache")
     path = Path(text).expanduser()
     if path.exists() and not path.is_dir():
-        raise ValueError(f"{text!r} is not a directory")
-    return str(path)
+        raise ValueError(f"{str(path.absolute())!r} is not a directory")
+    return str(path.absolute())
+
+
+# -- relative paths of an ini key: from the ini file's directory -------------------------------
+# (on the command line and in the environment a relative path is the current directory's, as
+# the parsers read it; an ini file is read from wherever pytest runs, e.g. a subdirectory: its
+# paths mean what they mean next to it, as pytest's own "paths" ini keys do)
+
+#: client properties whose values are paths (librdkafka's ``ssl.ca.location``, ``sasl.kerberos.keytab``, ...)
+PATH_PROPERTIES = (".location", ".keytab")
+
+
+def _under(text: str, base: Path) -> str:
+    """``text``, a path, joined to ``base`` when it is relative (``~`` expanded first)."""
+    text = text.strip()
+    path = Path(text).expanduser()
+    return text if not text or path.is_absolute() else str(base / path)
+
+
+def _storage_under(text: str, base: Path) -> str:
+    text = text.strip()
+    if "://" in text and not text.startswith("file://"):
+        return text  # refused by _storage, as it is
+    prefix = "file://" if text.startswith("file://") else ""
+    return prefix + _under(text.removeprefix("file://"), base)
+
+
+def _cluster_spec_under(text: str, base: Path) -> str:
+    """``kafka-home:PATH``'s path (the other cluster specs hold none)."""
+    kind, _, arg = text.strip().partition(":")
+    return f"{kind}:{_under(arg, base)}" if kind == "kafka-home" and arg.strip() else text
+
+
+def _replicator_spec_under(text: str, base: Path) -> str:
+    """``mm2:KAFKA_HOME`` / ``mm1:KAFKA_HOME``'s path (a release version or a container is none)."""
+    kind, _, arg = text.strip().partition(":")
+    arg = arg.strip()
+    if kind in ("mm2", "mm1") and arg and not arg[:1].isdigit() and not arg.startswith("container:"):
+        return f"{kind}:{_under(arg, base)}"
+    return text
+
+
+def _client_property_under(text: str, base: Path) -> str:
+    """The value of a ``KEY=VALUE`` client property that is a path (:data:`PATH_PROPERTIES`)."""
+    key, sep, value = text.strip().partition("=")
+    if sep and key.strip().endswith(PATH_PROPERTIES) and value.strip():
+        return f"{key.strip()}={_under(value, base)}"
+    return text
+
+
+def _run_ref_under(text: str, base: Path) -> str:
+    """A stored run given as ``PATH.json`` (a run number or a name is none)."""
+    return _under(text, base) if text.strip().endswith(".json") else text
 
 
 def _property(text: str) -> tuple[str, str]:
@@ -205,6 +257,39 @@ def _properties(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(_property(line) for line in text.splitlines() if line.strip() and not line.strip().startswith("#"))
 
 
+def _replicator_command(text: str) -> tuple[str, str]:
+    """``VERB=COMMAND``, VERB one of ``replicators.external.VERBS``."""
+    from .replicators.external import VERBS
+
+    verb, sep, command = text.strip().partition("=")
+    verb = verb.strip()
+    if not sep or verb not in VERBS or not command.strip():
+        raise ValueError(f"{text.strip()!r} is not VERB=COMMAND with VERB one of {' | '.join(VERBS)}, e.g. "
+                         f"stop={VERBS['stop']}")
+    return verb, command.strip()
+
+
+def _replicator_status(text: str) -> str:
+    """A Connect status topic name, or a Connect REST URL."""
+    text = text.strip()
+    if text.startswith(("http://", "https://")):
+        return text.rstrip("/")
+    if not text or not all(c.isalnum() or c in "._-" for c in text):
+        raise ValueError(f"{text!r} is neither a topic name nor a Connect REST URL (http://HOST:8083)")
+    return text
+
+
+def _check_external(values: dict[str, Any], sources: dict[str, str]) -> None:
+    """The lifecycle commands and the status source are for an ``external:`` replicator only."""
+    if values["kafka_mirror_replicator"].kind == "external":
+        return
+    for name in ("replicator-command", "replicator-status"):
+        if sources[name] != "default":
+            raise SettingsError(
+                f"{sources[name]}: only an external: replicator takes it; {values['kafka_mirror_replicator']} is "
+                "started by the plugin, which controls it and reads its status itself")
+
+
 def _client_config_file(text: str) -> Any:
     """A Java-style ``.properties`` file of librdkafka client properties, read now."""
     from ._clientconf import read_properties_file
@@ -227,17 +312,23 @@ def _client_property(text: str) -> tuple[str, str]:
 
 def _check_client_configs(values: dict[str, Any], sources: dict[str, str]) -> dict[str, Any]:
     """Each cluster's client properties: its file, then its KEY=VALUE settings over it,
-    checked by librdkafka itself (unknown keys, refused values) before anything starts."""
+    checked by librdkafka itself (unknown keys, refused values) before anything starts;
+    and where each was given (``ROLE-origins``: key -> the file and the option or ini key
+    that named it, or the ``-config-set`` option's source)."""
     from ._clientconf import ClientProperties, check_librdkafka_keys
 
     out: dict[str, Any] = {}
     for role in ("source", "target"):
-        props = ClientProperties(values[f"kafka_mirror_{role}_config"] or {}).merged(
-            dict(values[f"kafka_mirror_{role}_config_set"]))
+        given = values[f"kafka_mirror_{role}_config"] or ClientProperties()
+        settings = dict(values[f"kafka_mirror_{role}_config_set"])
+        in_file = f"{getattr(given, 'origin', None) or 'the file'} via {sources[f'{role}-config']}"
+        out[f"{role}-origins"] = {**dict.fromkeys(given, in_file),
+                                  **dict.fromkeys(settings, sources[f"{role}-config-set"])}
+        props = ClientProperties(given).merged(settings)
         # a relative file (ssl.ca.location=ca.pem) means the same in the child processes and in
         # MirrorMaker, which run in their own work directories: absolute from here
         props = props.merged({k: os.path.abspath(v) for k, v in props.items()
-                              if k.endswith((".location", ".keytab")) and v and not os.path.isabs(v)})
+                              if k.endswith(PATH_PROPERTIES) and v and not os.path.isabs(v)})
         if props:
             try:
                 check_librdkafka_keys(props)
@@ -319,6 +410,9 @@ class Option:
     const: str | None = None  # the value of an optional-value option given alone
     #: how a list option's ini / environment text splits into items (a regex)
     separator: str = r"[\s,]+"
+    #: for a value that holds a path: ``relocate(text, directory)`` joins its relative path
+    #: to ``directory`` (an ini key's are read from the ini file's directory); None: no path
+    relocate: Callable[[str, Path], str] | None = None
 
     @property
     def flag(self) -> str:
@@ -366,14 +460,28 @@ class Option:
     def ini_type(self) -> str:
         return "linelist" if self.kind == LIST else "string"
 
-    def parse_text(self, text: str) -> Any:
-        """Parse a value from the ini file or the environment (a flag's true / false, a list's items)."""
+    def parse_text(self, text: str, base: Path | None = None) -> Any:
+        """Parse a value from the ini file or the environment (a flag's true / false, a list's
+        items); ``base``: the directory its relative paths are read from (the ini file's; None:
+        the current directory's)."""
         if self.kind == FLAG:
             return _bool(text)
         if self.kind == LIST:
-            items = (item.strip() for item in re.split(self.separator, text.strip()))
-            return tuple(self.parse(item) for item in items if item and not item.startswith("#"))
-        return self.parse(text)
+            return tuple(self.parse(self.moved(item, base)) for item in self._items(text))
+        return self.parse(self.moved(text, base))
+
+    def _items(self, text: str) -> list[str]:
+        items = (item.strip() for item in re.split(self.separator, text.strip()))
+        return [item for item in items if item and not item.startswith("#")]
+
+    def moved(self, text: str, base: Path | None) -> str:
+        """``text`` with its relative path read from ``base`` (as it is without one, or without a path)."""
+        return self.relocate(text, base) if self.relocate is not None and base is not None else text
+
+    def relocates(self, text: str, base: Path | None) -> bool:
+        """Whether ``base`` changes what ``text`` means: it holds a relative path."""
+        items = self._items(text) if self.kind == LIST else [text] if self.kind != FLAG else []
+        return any(self.moved(item, base) != item for item in items)
 
     def unset(self) -> Any:
         """The value when nothing gives one."""
@@ -387,20 +495,22 @@ OPTIONS: list[Option] = [
            "Source cluster: tansu (embedded broker) | container:IMAGE (Docker, host network; e.g. "
            "kafka-mirror/tansu:local, apache/kafka:3.9.1, redpandadata/redpanda) | kafka-home[:PATH] (KRaft Kafka "
            "from an unpacked distribution) | bootstrap:HOST:PORT[,...] (existing cluster).",
-           parse_cluster_spec),
-    Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec),
+           parse_cluster_spec, relocate=_cluster_spec_under),
+    Option("target", "SPEC", "tansu", "Target cluster, same forms as the source.", parse_cluster_spec,
+           relocate=_cluster_spec_under),
     Option("replicator", "SPEC", "reference",
            "Replicator under test: reference (built-in mirror process) | reference:KNOBS (the same, injecting "
            "faults into every topic, e.g. reference:drop=0.01,seed=7) | mm2:VERSION (e.g. mm2:4.3.1, from Maven "
-           "Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE (MirrorMaker 2) | mm1:VERSION (the legacy MirrorMaker, "
+           "Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE (MirrorMaker 2), each with ,properties=FILE for your own "
+           "mm2.properties as the base (e.g. mm2:/opt/kafka-4.3.1,properties=mm2.properties) | mm1:VERSION (the legacy MirrorMaker, "
            "Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} {topics} {workdir}) | "
            "external:POLICY (already running; its naming identity | prefix:P).",
-           parse_replicator_spec),
+           parse_replicator_spec, relocate=_replicator_spec_under),
     Option("upgrade-from", "SPEC", None,
            "The release the in-place upgrade scenarios start on (and roll back to), e.g. mm2:3.9.1 when the "
            "replicator is mm2:4.3.1; same forms as --kafka-mirror-replicator. Default: the replicator itself "
            "(the switch is then a restart onto a new process with the same state).",
-           parse_replicator_spec),
+           parse_replicator_spec, relocate=_replicator_spec_under),
     Option("naming", "POLICY", "identity",
            "Target topic naming: identity | prefix:PREFIX (e.g. prefix:source. as MM2's default policy); "
            "MM2's is derived from its replication policy.",
@@ -415,8 +525,8 @@ OPTIONS: list[Option] = [
            "Verify through this Spark Connect server, sc://HOST[:PORT][/;PARAM=VALUE...] (no Spark starts "
            "here; it must read the run directories at the same paths). Excludes --kafka-mirror-spark-master.",
            _spark_remote),
-    Option("report-dir", "DIR", ".kafka-mirror/reports", "Directory for per-test JSON reports (relative to rootdir).",
-           str),
+    Option("report-dir", "DIR", ".kafka-mirror/reports", "Directory for per-test JSON reports (relative to rootdir; in the ini file, to its directory).",
+           str, relocate=_under),
     Option("drain-timeout", "SECONDS", "30",
            "After producing, stop capturing when no record arrived for this long.", _positive_float),
     Option("settle", "SECONDS", "0.5",
@@ -441,18 +551,33 @@ OPTIONS: list[Option] = [
     Option("keep-topics", "", "false",
            "Keep this session's test topics and failover witness groups on clusters the plugin did not start "
            "(bootstrap:): by default they are deleted at the session's end, on the source and their copies on the "
-           "target.", _bool, kind=FLAG),
+           "target (with a replicator the plugin does not stop, checked again and deleted again when they come "
+           "back).", _bool, kind=FLAG),
     # -- backends (clusters/, replicators/) ------------------------------------------------
     Option("kafka-home", "PATH", "",
-           "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path.",
-           _kafka_home),
+           "Unpacked Apache Kafka distribution used by the specs kafka-home and mm2 when they name no path (a "
+           "relative PATH: from the ini file's directory when the ini file gives it, else the current directory).",
+           _kafka_home, relocate=_under),
     Option("kafka-cache", "DIR", None,
            "Where the Apache Kafka releases of kafka:VERSION, mm2:VERSION and mm1:VERSION are cached (resolved from "
            "Maven Central with mvn on first use, offline afterwards). Default: ~/.cache/pytest-kafka-mirror/kafka "
-           "($XDG_CACHE_HOME when set).", _kafka_cache),
+           "($XDG_CACHE_HOME when set). A relative DIR of the ini file: from its directory.", _kafka_cache,
+           relocate=_under),
     Option("replicator-properties", "KEY=VALUE", None,
            "Replicator settings that override the rendered ones (mm2: lines of mm2.properties); "
            "repeat the flag, one per line in ini, newline-separated in env.", _property, kind=LIST, separator=r"\n"),
+    Option("replicator-command", "VERB=COMMAND", None,
+           "How the plugin controls an external: replicator you run, for the scenarios that stop, crash, pause or "
+           "restart it: VERB is stop | start | kill | pause | resume, COMMAND a shell command that returns once done "
+           "(stop=systemctl stop mm2, kill=kubectl delete pod mm2-0 --grace-period=0, pause=docker pause mm2); a "
+           "start is followed by the readiness probe. A scenario that needs a verb without a command skips, naming "
+           "it. Repeat the flag; ini: one per line; env: newline-separated.", _replicator_command, kind=LIST,
+           separator=r"\n"),
+    Option("replicator-status", "TOPIC|URL", None,
+           "Where an external: replicator's Kafka Connect states are read: its status topic on the target "
+           "(MirrorMaker 2 in dedicated mode: mm2-status.SOURCE_ALIAS.internal; a Connect cluster: its "
+           "status.storage.topic) or the Connect REST URL (http://HOST:8083). A FAILED connector or task is quoted "
+           "in the failing test's report and checked between tests.", _replicator_status),
     Option("leave-out", "CHECK", None,
            "A check not to run, on purpose: checkpoints | synced-offsets | heartbeats | offset-syncs (parts of "
            "mirror_failover) | group-sync | config-sync (those scenarios skip); it is reported as not checked, "
@@ -461,15 +586,17 @@ OPTIONS: list[Option] = [
     # -- client properties of the clusters (_clientconf.py; docs/secured-clusters.md) ------------
     Option("source-config", "FILE", None,
            "librdkafka client properties of every client of the source cluster (security.protocol, sasl.*, ssl.*, "
-           "...): a Java-style .properties file (KEY=VALUE lines, # comments), read at start. Translated to Java "
-           "names for MirrorMaker 2 / 1. Secrets are masked wherever shown.", _client_config_file),
+           "...): a Java-style .properties file (KEY=VALUE lines, # comments), read at start (a relative FILE: from "
+           "the ini file's directory when the ini file gives it, else the current directory). Translated to Java "
+           "names for MirrorMaker 2 / 1. Secrets are masked wherever shown.", _client_config_file, relocate=_under),
     Option("target-config", "FILE", None, "The same for the target cluster (and clusters added with add_cluster).",
-           _client_config_file),
+           _client_config_file, relocate=_under),
     Option("source-config-set", "KEY=VALUE", None,
            "One librdkafka client property of the source cluster, over the file's; repeat the flag, one per line "
-           "in ini, newline-separated in env.", _client_property, kind=LIST, separator=r"\n"),
+           "in ini, newline-separated in env.", _client_property, kind=LIST, separator=r"\n",
+           relocate=_client_property_under),
     Option("target-config-set", "KEY=VALUE", None, "The same for the target cluster.", _client_property, kind=LIST,
-           separator=r"\n"),
+           separator=r"\n", relocate=_client_property_under),
     # -- results across runs (storage.py, compare.py) --------------------------------
     Option("save", "NAME", None,
            "Save this session's results as STORAGE/MACHINE/NNNN_NAME.json, to compare later runs with.",
@@ -480,18 +607,19 @@ OPTIONS: list[Option] = [
     Option("compare", "RUN", None,
            "Compare this session with a stored run: the newest of this machine when RUN is omitted, "
            "else NNNN (run number), part of a file name, or a PATH.json. Write --kafka-mirror-compare=RUN.",
-           _run_ref, kind=OPTIONAL_VALUE, const=LATEST),
+           _run_ref, kind=OPTIONAL_VALUE, const=LATEST, relocate=_run_ref_under),
     Option("compare-fail", "EXPR", None,
            "Fail the session when a figure regressed against the compared run: FIGURE:N% (relative) or "
            "FIGURE:N (absolute), e.g. latency_p99:10% or missing:0. Repeatable.",
            parse_compare_fail, kind=LIST),
     Option("storage", "PATH", ".kafka-mirror",
-           "Directory of stored runs (relative to rootdir); also file://PATH.", _storage),
+           "Directory of stored runs (relative to rootdir; in the ini file, to its directory); also file://PATH.",
+           _storage, relocate=_storage_under),
     # -- live progress (report/progress.py) -------------------------------------------
     Option("progress", "auto|live|off|SECONDS", "auto",
            "Progress of the running scenarios in the terminal (phase, sent / acked / arrived / missing, "
-           "latency so far, ETA): auto = a line kept up to date on a TTY, else a line every 30 s; "
-           "SECONDS = a line every SECONDS; off = none.", _progress),
+           "latency so far, ETA): auto = a line kept up to date on a TTY, else a line per running scenario every "
+           "10 s; SECONDS = a line every SECONDS; off = none.", _progress),
     # -- Prometheus (metrics.py) --------------------------------------------------------
     Option("metrics-port", "[HOST:]PORT", None,
            "Serve live Prometheus metrics over HTTP on this port (host 127.0.0.1 unless given; 0 = a free port).",
@@ -524,6 +652,9 @@ class Settings:
     #: the Kafka release cache given by option / ini / env ("" = kafka_dist.cache_dir's default)
     kafka_cache: str = ""
     replicator_properties: tuple[tuple[str, str], ...] = ()
+    #: an external: replicator's lifecycle commands (verb, shell command) and where its Connect states are read
+    replicator_commands: tuple[tuple[str, str], ...] = ()
+    replicator_status: str | None = None
     #: checks left out on purpose (:data:`CHECKS`; ``--kafka-mirror-leave-out``)
     leave_out: tuple[str, ...] = ()
     #: what the in-place upgrade scenarios start on (None: the replicator itself)
@@ -546,6 +677,10 @@ class Settings:
     #: its repr masks the secrets): the ``-config`` file with the ``-config-set`` ones over it
     source_client: Mapping[str, str] = field(default_factory=dict)
     target_client: Mapping[str, str] = field(default_factory=dict)
+    #: where each of them was given (key -> "FILE via ini key kafka_mirror_source_config",
+    #: "--kafka-mirror-source-config-set", ...): what an authentication failure's hint names
+    source_client_origins: Mapping[str, str] = field(default_factory=dict)
+    target_client_origins: Mapping[str, str] = field(default_factory=dict)
     #: live progress: "auto", "live", "off" or seconds between two lines
     progress: str | float = "auto"
 
@@ -572,37 +707,51 @@ class Settings:
         }
 
 
+def _given(opt: Option, cli: dict[str, Any], ini: Callable[[str], Any], env: Mapping[str, str],
+           inipath: Path | None) -> tuple[Any, str]:
+    """(value, where it came from) of ``opt``: the command line's (parsed already), the ini
+    key's (its relative paths read from the ini file's directory), the environment's (from
+    the current directory), else its default."""
+    value = cli.get(opt.dest)
+    if value is not None and value is not False:  # a flag not given is None (or False)
+        return (tuple(value) if opt.kind == LIST else value), opt.flag
+    for origin, raw, base in ((f"ini key {opt.ini}", ini(opt.ini), inipath.parent if inipath else None),
+                              (f"env {opt.env}", env.get(opt.env), None)):
+        if isinstance(raw, list):  # linelist ini keys
+            raw = "\n".join(raw)
+        if raw is None or str(raw).strip() == "":
+            continue
+        text = str(raw).strip()
+        try:
+            return opt.parse_text(text, base), origin
+        except ValueError as exc:
+            # a relative path of the ini file: say which file and that it was read from its directory
+            where = (f" (in {inipath}, whose relative paths are read from its directory)"
+                     if inipath is not None and opt.relocates(text, base) else "")
+            raise SettingsError(f"{origin}{where}: {exc}") from None
+    return opt.unset(), "default"
+
+
 def resolve_settings(
     cli: dict[str, Any],
     ini: Callable[[str], str | None],
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     rootdir: Path | None = None,
+    inipath: Path | None = None,
 ) -> Settings:
     """Build Settings from parsed CLI values (already validated, None when absent), an ini
-    getter (None/empty when absent) and the environment."""
+    getter (None/empty when absent) and the environment.  ``inipath``: the ini file (pytest's
+    ``config.inipath``), whose relative paths are read from its directory; None: from the
+    current directory."""
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
     for opt in OPTIONS:
-        value = cli.get(opt.dest)
-        if value is not None and value is not False:  # a flag not given is None (or False)
-            values[opt.dest], sources[opt.name] = (tuple(value) if opt.kind == LIST else value), opt.flag
-            continue
-        for origin, raw in ((f"ini key {opt.ini}", ini(opt.ini)), (f"env {opt.env}", env.get(opt.env))):
-            if isinstance(raw, list):  # linelist ini keys
-                raw = "\n".join(raw)
-            if raw is not None and str(raw).strip() != "":
-                try:
-                    values[opt.dest] = opt.parse_text(str(raw).strip())
-                except ValueError as exc:
-                    raise SettingsError(f"{origin}: {exc}") from None
-                sources[opt.name] = origin
-                break
-        else:
-            values[opt.dest], sources[opt.name] = opt.unset(), "default"
+        values[opt.dest], sources[opt.name] = _given(opt, cli, ini, env, inipath)
 
     _check_message_size(values, sources)
     _check_spark(values, sources)
+    _check_external(values, sources)
     clients = _check_client_configs(values, sources)
 
     def under_root(text: str) -> Path:
@@ -627,6 +776,8 @@ def resolve_settings(
         kafka_home=values["kafka_mirror_kafka_home"],
         kafka_cache=values["kafka_mirror_kafka_cache"] or "",
         replicator_properties=values["kafka_mirror_replicator_properties"],
+        replicator_commands=values["kafka_mirror_replicator_command"],
+        replicator_status=values["kafka_mirror_replicator_status"],
         leave_out=values["kafka_mirror_leave_out"],
         upgrade_from=values["kafka_mirror_upgrade_from"],
         share=values["kafka_mirror_share"],
@@ -642,5 +793,7 @@ def resolve_settings(
         spark_remote=values["kafka_mirror_spark_remote"],
         source_client=clients["source"],
         target_client=clients["target"],
+        source_client_origins=clients["source-origins"],
+        target_client_origins=clients["target-origins"],
         progress=values["kafka_mirror_progress"],
     )

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -32,7 +33,8 @@ if TYPE_CHECKING:
     from .faults.schedule import Link
     from .replicators import Replicator, ReplicatorSpec
 
-__all__ = ["ClusterMaker", "Flow", "MirrorEnv", "ReplicatorMaker", "ViaLink", "build_private_env"]
+__all__ = ["ClusterMaker", "Flow", "MirrorEnv", "ReplicatorMaker", "ViaLink", "build_private_env", "external_env",
+           "external_lock"]
 
 log = logging.getLogger("pytest_kafka_mirror.env")
 
@@ -55,6 +57,25 @@ class ViaLink:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._cluster, name)
+
+
+@dataclass(frozen=True)
+class _Discarded:
+    """A replicator an environment owns: its ``stop()`` at the close is a SIGKILL.
+
+    Nothing reads what a graceful stop would save once the test is over (MM2's source
+    offsets and Connect status; the reference mirror's positions), and MirrorMaker 2
+    takes about 10 s to stop gracefully (Connect's task shutdown), which every scenario
+    with a replicator of its own waited out at its teardown.  A test that stops a
+    replicator on purpose (a restart, an upgrade) calls the replicator's own ``stop()``."""
+
+    replicator: Replicator
+
+    def stop(self) -> None:
+        self.replicator.kill()
+
+    def __repr__(self) -> str:
+        return repr(self.replicator)
 
 
 @dataclass(frozen=True)
@@ -85,8 +106,9 @@ class MirrorEnv:
     topic_prefix: str | None = None
     #: things to stop when the environment closes, in reverse order of start
     _owned: list[Any] = field(default_factory=list)
-    #: builds a replicator of another release in this one's place (a private environment's)
-    _replacement: Callable[[ReplicatorSpec], Replicator] | None = None
+    #: builds a replicator of another release in this one's place (a private environment's),
+    #: with further properties over the environment's
+    _replacement: Callable[[ReplicatorSpec, tuple[tuple[str, str], ...]], Replicator] | None = None
     #: what the in-place upgrade scenarios switch between: "previous" and "current" specs
     releases: dict[str, ReplicatorSpec] = field(default_factory=dict)
     #: further clusters of a topology by role (``add_cluster``); source and target are the fields
@@ -96,6 +118,16 @@ class MirrorEnv:
     #: starts a cluster of a role / a replicator between two clusters (a private environment's)
     _new_cluster: Callable[[str], Cluster] | None = None
     _new_flow: Callable[[Cluster, Cluster, tuple[str, str]], Replicator] | None = None
+    #: what this environment cannot give, by need (``links``, ``topology``): a test asking for
+    #: it skips with the reason (an external replicator's environment, :func:`external_env`)
+    limits: dict[str, str] = field(default_factory=dict)
+
+    def require(self, need: str) -> None:
+        """Skip the calling test with the reason when this environment cannot give ``need``."""
+        if need in self.limits:
+            import pytest
+
+            pytest.skip(self.limits[need])
 
     def own(self, thing: Any) -> Any:
         """Stop ``thing`` when the environment closes."""
@@ -103,12 +135,13 @@ class MirrorEnv:
         return thing
 
     def own_replicator(self, replicator: Replicator) -> Replicator:
-        """Stop ``replicator`` when the environment closes, unless it is not the plugin's
-        to stop (``controllable`` False: an external replicator)."""
-        return self.own(replicator) if replicator.controllable else replicator  # type: ignore[no-any-return]
+        """Discard ``replicator`` when the environment closes (see :func:`discard`), unless
+        it is not the plugin's to stop (``controllable`` False: an external replicator)."""
+        return self.own(_Discarded(replicator)).replicator if replicator.controllable else replicator  # type: ignore[no-any-return]
 
     def close(self) -> None:
-        """Stop everything this environment started (a private one); errors are logged."""
+        """Stop everything this environment started (a private one), its replicators
+        discarded; errors are logged."""
         for thing in reversed(self._owned):
             try:
                 thing.stop()
@@ -116,12 +149,15 @@ class MirrorEnv:
                 log.error("stopping %r failed: %s", thing, exc)
         self._owned.clear()
 
-    def switch_replicator(self, release: str) -> Replicator:
+    def switch_replicator(self, release: str, properties: dict[str, str] | None = None) -> Replicator:
         """Replace the replicator in place by ``release`` (``"previous"`` or ``"current"``,
         see :attr:`releases`): stop it (SIGTERM, waiting for its exit), then start the
         other on the same clusters, links and state (MM2: the same Connect group and
         internal topics; MM1: the same consumer group; the reference mirror: the same
-        committed positions).  Returns once the new one copies (its readiness probe)."""
+        committed positions).  ``properties``: settings of the new one over the
+        environment's (the same release reconfigured: e.g. MM2's ``tasks.max`` or its
+        clients' batching, compared in one test).  Returns once the new one copies (its
+        readiness probe)."""
         from .replicators import ReplicatorError
 
         if self._replacement is None or release not in self.releases:
@@ -129,9 +165,12 @@ class MirrorEnv:
                                   f"{sorted(self.releases) or 'no releases'}")
         old = self.replicator
         old.stop()
-        new = self._replacement(self.releases[release])
+        new = self._replacement(self.releases[release], tuple((properties or {}).items()))
         self.own_replicator(new)
         self.replicator = new
+        # no warm-up burst: a switch mid-stream measures the new one's cold start, as an
+        # upgrade in production meets it
+        new.warm_up_records = 0
         new.start()
         return new
 
@@ -151,6 +190,7 @@ class MirrorEnv:
     def _topology(self, verb: str) -> None:
         from .replicators import ReplicatorError
 
+        self.require("topology")
         if self._new_cluster is None or self._new_flow is None:
             raise ReplicatorError(f"{verb}: only a private environment grows into a topology; mark the test "
                                   "@pytest.mark.kafka_mirror(private=True)")
@@ -229,7 +269,8 @@ class ReplicatorMaker(Protocol):
 
     def __call__(self, source: Cluster, target: Cluster, workdir: Path, *,
                  extra_properties: tuple[tuple[str, str], ...] = (), spec: ReplicatorSpec | None = None,
-                 instance: str | None = None, aliases: tuple[str, str] | None = None) -> Replicator: ...
+                 instance: str | None = None, aliases: tuple[str, str] | None = None,
+                 topic_prefix: str | None = None) -> Replicator: ...
 
 
 def build_private_env(
@@ -241,6 +282,8 @@ def build_private_env(
     links: bool = True,
     extra_properties: tuple[tuple[str, str], ...] = (),
     release: str = "current",
+    topic_prefix: str | None = None,
+    limits: dict[str, str] | None = None,
 ) -> MirrorEnv:
     """Start clusters, links and a replicator for one test (see the module docstring).
 
@@ -250,6 +293,9 @@ def build_private_env(
     ``--kafka-mirror-upgrade-from``).  ``links``: put a faultable link between the
     replicator and each single-broker cluster.  ``release``: which of ``releases`` starts
     (the upgrade scenarios then switch with :meth:`MirrorEnv.switch_replicator`).
+    ``topic_prefix``: the test's topics and its replicators' filter (clusters the session
+    shares with its own replicator, ``bootstrap:``), None: the worker's.  ``limits``: what
+    the environment cannot give (:attr:`MirrorEnv.limits`).
     Everything already started is stopped again when a later step fails.
     """
     from .faults.schedule import Link
@@ -277,19 +323,19 @@ def build_private_env(
                 made[role] = link
                 via[role] = ViaLink(cluster, link)
         replicator = make_replicator(via["source"], via["target"], workdir / "replicator",
-                                             extra_properties=extra_properties, spec=releases[release],
-                                             aliases=("source", "target"))
-        (own(replicator) if replicator.controllable else replicator).start()
+                                     extra_properties=extra_properties, spec=releases[release],
+                                     aliases=("source", "target"), topic_prefix=topic_prefix)
+        (own(_Discarded(replicator)).replicator if replicator.controllable else replicator).start()
     except BaseException:
         MirrorEnv(None, None, None, _owned=owned).close()  # type: ignore[arg-type]
         raise
 
-    def replacement(spec: ReplicatorSpec) -> Replicator:
+    def replacement(spec: ReplicatorSpec, properties: tuple[tuple[str, str], ...] = ()) -> Replicator:
         # the same clusters, links, topics and workdir (the reference mirror's committed
         # positions live there), and the same state (MM2's Connect group, MM1's group)
         return make_replicator(via["source"], via["target"], workdir / "replicator",
-                                       extra_properties=extra_properties, spec=spec,
-                                       instance=replicator.instance, aliases=("source", "target"))
+                               extra_properties=extra_properties + properties, spec=spec,
+                               instance=replicator.instance, aliases=("source", "target"), topic_prefix=topic_prefix)
 
     def new_cluster(role: str) -> Cluster:
         return make_cluster(role, workdir / role)
@@ -297,7 +343,82 @@ def build_private_env(
     def new_flow(src: Cluster, dst: Cluster, aliases: tuple[str, str]) -> Replicator:
         # no links: the further flows of a topology are not where the faults go
         return make_replicator(src, dst, workdir / f"flow-{aliases[0]}-{aliases[1]}",
-                                       extra_properties=extra_properties, spec=releases["current"], aliases=aliases)
+                               extra_properties=extra_properties, spec=releases["current"], aliases=aliases,
+                               topic_prefix=topic_prefix)
 
-    return MirrorEnv(source, target, replicator, made, private=True, _owned=owned, _replacement=replacement,
-                     releases=releases, _new_cluster=new_cluster, _new_flow=new_flow)
+    return MirrorEnv(source, target, replicator, made, private=True, topic_prefix=topic_prefix, _owned=owned,
+                     _replacement=replacement, releases=releases, _new_cluster=new_cluster, _new_flow=new_flow,
+                     limits=dict(limits or {}))
+
+
+class _Restarted:
+    """At an external environment's close: the replicator runs again (resumed, or started
+    with its start command and proven to copy) for the tests after this one."""
+
+    def __init__(self, replicator: Replicator) -> None:
+        self.replicator = replicator
+
+    def stop(self) -> None:
+        rep = self.replicator
+        if rep.paused:
+            rep.resume()
+        if not rep.running:
+            rep.start()
+
+
+def external_env(source: Cluster, target: Cluster, replicator: Replicator, *, controls: bool) -> MirrorEnv:
+    """The environment of a test when the replicator is someone else's (``external:``): the
+    session's clusters and that replicator, for a test that asks for a private environment
+    too (``controls``).  Links and a topology of further clusters and flows cannot be had
+    (:attr:`MirrorEnv.limits`: the test skips saying so); a switch of release is a restart
+    of the same replicator through its commands (``--kafka-mirror-replicator-command``)."""
+    spec = replicator.spec
+    limits = {
+        "links": (f"this scenario puts a faultable link (a proxy) between the replicator and a cluster, and "
+                  f"{spec} is yours: it connects to the clusters itself"),
+        "topology": (f"this scenario starts further clusters and replicators (a topology of flows), and {spec} is "
+                     "yours: the plugin runs no replicator of its own beside it"),
+    }
+
+    def same(spec_: Any, properties: tuple[tuple[str, str], ...] = ()) -> Replicator:
+        if properties:
+            import pytest
+
+            pytest.skip(f"this scenario reconfigures the replicator ({', '.join(f'{k}={v}' for k, v in properties)}), "
+                        f"and {spec} is yours: the plugin does not configure it")
+        return replicator
+
+    env = MirrorEnv(source, target, replicator, private=controls, limits=limits,
+                    _replacement=same if controls else None,
+                    releases={"current": replicator.spec, "previous": replicator.spec} if controls else {})
+    if controls:
+        env.own(_Restarted(replicator))
+    return env
+
+
+@contextmanager
+def external_lock(share: Path | None, *, exclusive: bool) -> Iterator[None]:
+    """Across the xdist workers of a run (``share``: its share directory; None: one process,
+    nothing to lock): a test that stops, crashes or pauses a replicator the workers share
+    holds it alone (``exclusive``), every other test shares it.  A readers-writer lock of
+    two ``fcntl.flock`` files (filelock has no shared mode): the gate, held a moment by a
+    reader and for the whole test by a writer, lets no new reader in while a writer waits."""
+    if share is None:
+        yield
+        return
+    import fcntl
+
+    share.mkdir(parents=True, exist_ok=True)
+    with open(share / "external-replicator.gate", "a+b") as gate, open(share / "external-replicator.lock", "a+b") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        finally:
+            if not exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            if exclusive:
+                fcntl.flock(gate, fcntl.LOCK_UN)

@@ -91,7 +91,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _configure_xdist_controller(config)
     cli = {opt.dest: config.getoption(opt.dest, None) for opt in OPTIONS}
     try:
-        settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath))
+        settings = resolve_settings(cli, lambda key: config.getini(key) or None, rootdir=Path(config.rootpath),
+                                    inipath=config.inipath)
     except SettingsError as exc:
         raise pytest.UsageError(f"pytest-kafka-mirror: {exc}") from None
     workerinput = getattr(config, "workerinput", None)
@@ -158,8 +159,8 @@ def _install_releases(settings: Settings) -> None:
     wanted = [(role, kafka_spec_parts(spec)[0], "broker")
               for role, spec in (("source", settings.source), ("target", settings.target)) if spec.kind == "kafka"]
     for role, rep in (("replicator", settings.replicator), ("upgrade_from", settings.upgrade_from)):
-        if rep is not None and rep.kind in ("mm2", "mm1") and rep.arg[:1].isdigit():
-            wanted.append((role, rep.arg, rep.kind))
+        if rep is not None and rep.kind in ("mm2", "mm1") and rep.release_arg[:1].isdigit():
+            wanted.append((role, rep.release_arg, rep.kind))
     for role, version, need in wanted:
         try:
             release(version, cache_dir(settings.kafka_cache or None), need=need,
@@ -212,10 +213,32 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
             shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
             lines.append(f"kafka-mirror: {role} client properties: {shown}")
+    if st.replicator.properties_file is not None:
+        lines += [f"kafka-mirror: replicator {line}" for line in _user_properties_header(st)]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     if isinstance(reporting, ResultsPlugin) and reporting.header():
         lines.append(reporting.header())
     return lines
+
+
+def _user_properties_header(st: Settings) -> list[str]:
+    """What the plugin does to your mm2.properties (``mm2:...,properties=FILE``), as far as
+    the settings tell before the clusters exist; never raises (a header is no place to fail)."""
+    from .clusters.container import image_flavour
+    from .replicators.mm2 import preview_user_properties, topics_regex
+
+    def tansu(spec: Any) -> bool:
+        try:
+            return bool(spec.kind == "tansu" or (spec.kind == "container" and image_flavour(spec.arg) == "tansu"))
+        except ValueError:
+            return False
+
+    try:
+        return preview_user_properties(str(st.replicator.properties_file), topics=topics_regex(st.topic_prefix),
+                                       source_is_tansu=tansu(st.source), target_is_tansu=tansu(st.target),
+                                       source_client=st.source_client, target_client=st.target_client)
+    except Exception as exc:  # the file changed since the settings were read: the replicator's start says it again
+        return [str(exc)]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -327,6 +350,7 @@ def replicator(
         rep = session.make_replicator(source_cluster, target_cluster, tmp_path_factory.mktemp("kafka-mirror-replicator"))
     except ReplicatorError as exc:
         _fail(f"kafka-mirror replicator ({session.settings.replicator}): {exc}")
+    _warn_auto_create(session, source_cluster, target_cluster, rep)
     # the replicator's start and the session's readiness round (a minute for MM2) in the progress display
     starting = session.progress_spool.for_run(f"replicator {rep.spec}", f"start-{id(rep)}") \
         if session.progress_spool is not None else None
@@ -348,8 +372,39 @@ def replicator(
     finally:
         session.pool = None
         if rep.controllable:  # external: not ours to stop
-            rep.stop()
+            _stop_shared_replicator(session, rep)
         _delete_session_topics(session, source_cluster, target_cluster, rep)
+
+
+def _stop_shared_replicator(session: KafkaMirrorSession, rep: Replicator) -> None:
+    """At the session's end: SIGKILL when both clusters go with the session (nothing reads
+    what a graceful stop saves; MirrorMaker 2 takes ~10 s for it), a graceful stop on a
+    cluster that stays (``bootstrap:``: its flow ends cleanly before its topics are deleted)."""
+    if "bootstrap" in (session.settings.source.kind, session.settings.target.kind):
+        rep.stop()
+    else:
+        rep.kill()
+
+
+def _warn_auto_create(session: KafkaMirrorSession, source: Cluster, target: Cluster, rep: Replicator) -> None:
+    """Once, at the session's start: a ``bootstrap:`` cluster that auto-creates topics, with a
+    replicator the plugin does not stop, gets back what the session deletes at its end
+    (``provisioning.auto_create_warning``).  Nothing when the topics are kept anyway."""
+    import warnings
+
+    from ._warnings import PytestKafkaMirrorWarning
+    from .provisioning import auto_create_warning
+
+    s = session.settings
+    if s.keep_topics or "bootstrap" not in (s.source.kind, s.target.kind):
+        return
+    try:
+        text = auto_create_warning(source, target, rep, source_kind=s.source.kind, target_kind=s.target.kind)
+    except Exception as exc:  # the clusters' own problem: the session's start reports it, not this warning
+        log.info("kafka-mirror: could not read auto.create.topics.enable: %s", exc)
+        return
+    if text:
+        warnings.warn(PytestKafkaMirrorWarning(f"kafka-mirror: {text}"), stacklevel=2)
 
 
 def _delete_session_topics(session: KafkaMirrorSession, source: Cluster, target: Cluster,
@@ -411,8 +466,10 @@ _DEDICATED_KEY = pytest.StashKey[tuple[str, tuple[tuple[str, str], ...]]]()
 def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """(topic prefix, properties) when the test's marker asks for its own replicator.
 
-    Its topics get a prefix of their own (``PREFIXxxxxxx-…``) that the session's shared
-    replicator (mirroring ``^PREFIX-``) does not match, so only the dedicated one copies them.
+    Its topics get a prefix of their own (``PREFIX-dXXXXXX-…``) that the session's shared
+    replicator (mirroring ``^PREFIX-WORKER-``) does not match, so only the dedicated one copies
+    them; it is under ``PREFIX-`` still, the filter a replicator of yours is told to copy
+    (docs/your-clusters.md).
     """
     node = request.node
     if _DEDICATED_KEY in node.stash:
@@ -429,11 +486,29 @@ def _dedicated(request: pytest.FixtureRequest) -> tuple[str, tuple[tuple[str, st
             pairs = _properties("\n".join(props) if not isinstance(props, str) else props)
     except (TypeError, ValueError) as exc:
         _fail(f"@pytest.mark.{MARKER}(replicator_properties=...) must be a dict or KEY=VALUE lines: {exc}")
+    node.stash[_DEDICATED_KEY] = (_own_prefix(_session(request.config).settings), pairs)
+    return node.stash[_DEDICATED_KEY]
+
+
+def _own_prefix(s: Settings) -> str:
+    """A topic prefix of one test's own (``PREFIX-dXXXXXX``, see :func:`_dedicated`)."""
     import uuid
 
-    prefix = f"{_session(request.config).settings.topic_prefix}{uuid.uuid4().hex[:6]}"
-    node.stash[_DEDICATED_KEY] = (prefix, pairs)
-    return node.stash[_DEDICATED_KEY]
+    return f"{s.topic_prefix}-d{uuid.uuid4().hex[:6]}"
+
+
+def _bootstrap_limits(s: Settings) -> dict[str, str]:
+    """What a private environment cannot have on clusters the plugin does not run
+    (``bootstrap:``): a link in front of them (their brokers advertise their own addresses,
+    so a client would go round it; a secured cluster's TLS ends at the broker).  Empty when
+    the session runs its clusters; a private environment on yours gets a topic prefix of
+    its own too, so the session's replicator does not copy its topics as well."""
+    yours = [f"{role} ({spec})" for role, spec in (("source", s.source), ("target", s.target)) if spec.kind == "bootstrap"]
+    if not yours:
+        return {}
+    return {"links": (f"this scenario puts a faultable link (a proxy) between the replicator and a cluster, and the "
+                      f"{' and the '.join(yours)} cluster is yours: its brokers advertise their own addresses, so the "
+                      f"replicator would go round a link")}
 
 
 def _wants_private(request: pytest.FixtureRequest) -> bool:
@@ -459,14 +534,20 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
 
     session = _session(request.config)
     dedicated = _dedicated(request)
+    if session.settings.replicator.kind == "external":
+        yield from _external_env(request, session, dedicated)
+        return
     if _wants_private(request):
         try:
             s = session.settings
+            yours = _bootstrap_limits(s)
             env = build_private_env(session.make_cluster, session.make_replicator,
                                     {"current": s.replicator, "previous": s.upgrade_from or s.replicator},
                                     tmp_path_factory.mktemp("kafka-mirror-env"),
                                     extra_properties=dedicated[1] if dedicated else (),
-                                    release=_marker_overrides(request).get("release", "current"))
+                                    release=_marker_overrides(request).get("release", "current"),
+                                    links=not yours, limits=yours,
+                                    topic_prefix=(dedicated[0] if dedicated else _own_prefix(s)) if yours else None)
         except (ClusterError, ReplicatorError, FaultError) as exc:
             _fail(f"kafka-mirror private environment: {exc}")
     else:
@@ -495,6 +576,56 @@ def mirror_env(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
         env.close()
     if not env.private and dedicated is None:
         _check_shared_replicator(request, session, env)
+
+
+def _external_env(request: pytest.FixtureRequest, session: KafkaMirrorSession,
+                  dedicated: tuple[str, tuple[tuple[str, str], ...]] | None) -> Generator[MirrorEnv, None, None]:
+    """A test's environment when the replicator is yours (``external:``): the session's
+    clusters and that replicator, whatever the test asks for.  What cannot be had there is
+    a skip saying what the test needs (``env.external_env``); a test that stops, crashes or
+    pauses the replicator holds it alone across xdist workers (``env.external_lock``), and
+    finds it running again afterwards."""
+    from .env import external_env, external_lock
+
+    s = session.settings
+    controls = _wants_private(request) or dedicated is not None
+    why = external_env_needs(request, s, dedicated)
+    if why:
+        pytest.skip(why)
+    share = _share_dir(request)
+    with external_lock(share, exclusive=controls):
+        shared = request.getfixturevalue("replicator")
+        _revive(session, shared)
+        env = external_env(request.getfixturevalue("source_cluster"), request.getfixturevalue("target_cluster"),
+                           shared, controls=controls)
+        try:
+            yield env
+        finally:
+            env.close()  # a test that stopped it starts it again (a failure is logged, and health says it)
+        _check_shared_replicator(request, session, env)
+
+
+def external_env_needs(request: pytest.FixtureRequest, s: Settings,
+                       dedicated: tuple[str, tuple[tuple[str, str], ...]] | None) -> str:
+    """What a test needs that an external replicator cannot give ('' when nothing)."""
+    if dedicated is not None and dedicated[1]:
+        props = ", ".join(f"{k}={v}" for k, v in dedicated[1])
+        return (f"this scenario needs a replicator of its own with {props}: {s.replicator} is yours, and the plugin "
+                f"does not configure it (run it with a replicator the plugin starts from your release and "
+                f"mm2.properties, mm2:KAFKA_HOME; docs/your-clusters.md)")
+    release = _marker_overrides(request).get("release")
+    if release == "previous" and s.upgrade_from is not None and s.upgrade_from != s.replicator:
+        return (f"this scenario starts release {s.upgrade_from} (--kafka-mirror-upgrade-from) and switches to "
+                f"{s.replicator}: the plugin cannot start another release of a replicator you run")
+    return ""
+
+
+def _share_dir(request: pytest.FixtureRequest) -> Path | None:
+    """The xdist run's share directory (None outside xdist)."""
+    from .clusters.shared import worker_share_dir
+
+    share = worker_share_dir(getattr(request.config, "workerinput", None))
+    return share.path if share is not None else None
 
 
 def _revive(session: KafkaMirrorSession, rep: Replicator) -> None:
@@ -585,7 +716,8 @@ def mirror_producer(
     """
     factory = MirrorProducerFactory(
         _session(request.config), mirror_env.source, mirror_env.target, mirror_env.replicator, tmp_path, mirror_topics,
-        overrides=_marker_overrides(request), test_id=request.node.nodeid,
+        overrides=_marker_overrides(request), test_id=request.node.nodeid, env=mirror_env,
+        verifies="mirror_verifier" in request.fixturenames,
     )
     try:
         yield factory

@@ -122,6 +122,7 @@ class MirrorRun:
         replicator: Replicator | None = None,
         provisioned: dict[str, TopicReadiness] | None = None,
         compacted: Sequence[str] = (),
+        end_offsets: tuple[bool | None, str] = (None, ""),
     ) -> None:
         compacted = [compacted] if isinstance(compacted, str) else list(compacted)
         unknown = sorted(set(compacted) - set(topics))
@@ -148,8 +149,14 @@ class MirrorRun:
         self.readiness: list[TopicReadiness] = [r for t, r in (provisioned or {}).items() if t in self.topics]
         # capture_processes > 1 splits the target's partitions between capture processes
         # (capture.py), for targets one process cannot keep up with.
+        # end_offsets: whether the target reports accurate end offsets, and why (its
+        # capability): the capture samples them for its own lag behind the target
+        self.end_offsets = end_offsets
         self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
-                               processes=capture_processes)
+                               processes=capture_processes, end_offsets=end_offsets)
+        #: the p99 SLO (ms) the steps of a stepped rate profile are judged by (``max_sustainable_rate``);
+        #: None: ``verify/_capacity.py``'s DEFAULT_SLO_P99_MS
+        self.capacity_slo_ms: float | None = None
         self.source_capture: Capture | None = None
         if capture_source:
             self.source_capture = Capture(source_bootstrap, self.run_dir / SOURCE_DIR, {t: t for t in self.topics},
@@ -185,7 +192,8 @@ class MirrorRun:
                 log.debug("progress of %s: %s", self.run_dir, exc)
 
     def also_capture(self, run_dir: str | os.PathLike[str], target_bootstrap: str, topics: dict[str, str], *,
-                     replicator: Replicator | None = None) -> MirrorRun:
+                     replicator: Replicator | None = None,
+                     end_offsets: tuple[bool | None, str] = (None, "")) -> MirrorRun:
         """A sibling run: the records this run produces, captured on another target
         (``topics``: source topic -> its name there, e.g. from that flow's replicator).
 
@@ -200,7 +208,8 @@ class MirrorRun:
         sibling = MirrorRun(run_dir, self.source_bootstrap, target_bootstrap, {t: topics[t] for t in self.topics},
                             partitions=self.partitions, lanes=self.lanes, drain_timeout=self.drain_timeout,
                             settle=self.settle, topic_timeout=self.topic_timeout, warmup_topic=self.warmup_topic,
-                            capture_processes=self._capture_processes, replicator=replicator)
+                            capture_processes=self._capture_processes, replicator=replicator,
+                            end_offsets=end_offsets)
         sibling.parent = self
         self.siblings.append(sibling)
         return sibling
@@ -559,6 +568,10 @@ class MirrorRun:
 
         self.finish()  # says "verifying" once the capture ended
         self.report = verify_run(self.run_dir, spark=spark, master=master, examples=examples, write_report=False)
+        if self.capacity_slo_ms is not None:
+            from .verify._capacity import with_slo
+
+            self.report.capacity = with_slo(self.report.capacity, float(self.capacity_slo_ms))
         self.report.markers = [m.to_dict() for m in self.markers]
         missing = bool(self.report.lost or self.report.unseen or self.report.latest_missing)
         self.report.replicator = replicator_says(self.replicator, state=missing)

@@ -43,6 +43,7 @@ __all__ = [
     "LaneManifest",
     "Manifest",
     "capture_schema",
+    "load_capture_status",
     "load_discovery",
     "load_manifests",
     "load_scenario_figures",
@@ -201,6 +202,19 @@ def load_scenario_figures(run_dir: str | os.PathLike[str]) -> dict[str, dict[str
         return dict(json.loads((Path(run_dir) / SCENARIO_FILE).read_text()))
     except (OSError, ValueError):
         return {}
+
+
+def load_capture_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """The run's (merged) capture status: {} when the capture wrote none, ``{"error": ...}``
+    when it is unreadable (the report shows it; nothing in it counts then)."""
+    path = Path(run_dir) / CAPTURE_STATUS
+    if not path.is_file():
+        return {}
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        return {"error": f"unreadable {CAPTURE_STATUS}: {exc}"}
+    return status if isinstance(status, dict) else {"status": status}
 
 
 def load_discovery(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

@@ -106,7 +106,8 @@ class KafkaMirrorSession:
         cluster = make_cluster(role, spec, workdir, options)
         client = s.source_client if role == "source" else s.target_client
         if client:
-            cluster.set_client_properties(client)
+            origins = s.source_client_origins if role == "source" else s.target_client_origins
+            cluster.set_client_properties(client, origins)
         return cluster
 
     def worker_topic_prefix(self) -> str:
@@ -140,6 +141,7 @@ class KafkaMirrorSession:
         s = self.settings
         options = ReplicatorOptions(
             topic_prefix=topic_prefix or self.worker_topic_prefix(),
+            session_prefix=s.topic_prefix,
             naming=s.naming if self._explicit("naming") else None,
             startup_timeout=s.startup_timeout if self._explicit("startup-timeout") else None,
             properties=s.replicator_properties + tuple(extra_properties),
@@ -148,6 +150,8 @@ class KafkaMirrorSession:
             + tuple((k, "the test's marker") for k, _ in extra_properties),
             kafka_home=s.kafka_home,
             kafka_cache=s.kafka_cache,
+            commands=s.replicator_commands,
+            status=s.replicator_status,
             warmup_topic=WARMUP_TOPIC,
             max_record_bytes=self.max_record_bytes,
             instance=instance,
@@ -160,6 +164,10 @@ class KafkaMirrorSession:
         """This process's SparkSession for verification (:class:`~.verify.spark.ProcessSpark`:
         local, the run's shared Spark Connect server, or a remote one)."""
         return self.spark.get(self.share)
+
+    def prestart_spark(self) -> None:
+        """Start :meth:`get_spark`'s session in the background (a run that will be verified began)."""
+        self.spark.prestart(self.share)
 
     def stop_spark(self) -> None:
         """Stop the SparkSession :meth:`get_spark` started (one it found running is left to its owner)."""

@@ -44,6 +44,9 @@ The pipeline's stages outside pytest.
   kafka-mirror kafka list                                the cached releases (kafka:, mm2:, mm1:VERSION)
   kafka-mirror gate OLD NEW [-- PYTEST ARGS]             the scenarios on replicator OLD (stored), then on NEW
                                                          compared with them: an upgrade gate
+  kafka-mirror cleanup --bootstrap B [--bootstrap B2] [--yes]
+                                                         list (--yes: delete) the plugin's topics and groups
+                                                         left on clusters it does not run
 
 produce, capture and verify are the pipeline's stages, one command each, to run on
 separate hosts that share the run directory.  compare needs no cluster and no Spark: it
@@ -52,7 +55,7 @@ a session's REPORT_DIR/session.json), with the same checks and messages as pytes
 --kafka-mirror-compare-fail.
 
 Exit status: 0 success; 1 failure (verify: a mismatch such as lost records; compare: a
-regression; capture: the capture failed); 2 bad input (arguments, files, an unreachable
+regression; capture: the capture failed; cleanup: something stayed); 2 bad input (arguments, files, an unreachable
 cluster); 3 an unexpected error (-v shows its traceback); 130 interrupted.
 """
 
@@ -61,6 +64,9 @@ _CLI_HELP = {
     "compare-fail": "Exit 1 when a figure of RUN_B regressed against RUN_A: FIGURE:N% (relative) or FIGURE:N "
                     "(absolute), e.g. latency_p99:10% or missing:0. Repeatable.",
     "storage": "Directory of stored runs (relative to the current directory); also file://PATH.",
+    "topic-prefix": "The prefix the sessions gave their topics (pytest's topic prefix option, ini "
+                    "kafka_mirror_topic_prefix): topics PREFIX-... and their copies ALIAS.PREFIX-..., consumer groups "
+                    "PREFIX-...",
     "report-dir": "The pytest sessions' report directory (relative to the current directory): its session.json "
                   "is the last session's results.",
 }
@@ -351,6 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .gate import add_gate_command
 
     add_gate_command(sub)
+    from .cleanup import add_cleanup_command
+
+    add_cleanup_command(sub, _add_option)
     c = sub.add_parser("compare", help="compare two stored runs (no cluster needed)")
     c.add_argument("baseline", metavar="RUN_A", help="the baseline: NNNN, part of a name, MACHINE/NNNN or a PATH.json")
     c.add_argument("current", metavar="RUN_B", help="the run to check against RUN_A, same forms")

@@ -117,8 +117,9 @@ def _add_client_options(parser: Any, cluster: str) -> None:
 
 
 def _register_client_config(args: argparse.Namespace, command: str) -> bool:
-    """Give every client of ``--bootstrap`` (here and in the stage's child processes) the
-    ``--client-config`` properties; False (after one line on stderr) when librdkafka refuses them."""
+    """Give every client of ``--bootstrap`` (of each, when it is repeated; here and in the
+    stage's child processes) the ``--client-config`` properties; False (after one line on
+    stderr) when librdkafka refuses them."""
     from .._clientconf import ClientProperties, check_librdkafka_keys, register
 
     props = ClientProperties(args.client_config or {}).merged(dict(args.client_config_set))
@@ -128,7 +129,7 @@ def _register_client_config(args: argparse.Namespace, command: str) -> bool:
         except ValueError as exc:
             print(f"kafka-mirror {command}: --client-config / --client-config-set: {exc}", file=sys.stderr)
             return False
-        register(args.bootstrap, props)
+        register(args.bootstrap if isinstance(args.bootstrap, str) else ",".join(args.bootstrap), props)
     return True
 
 
@@ -169,6 +170,7 @@ def _cmd_produce(args: argparse.Namespace) -> int:
     run_dir.mkdir(parents=True, exist_ok=True)
     source = BootstrapCluster("source", args.bootstrap, connect_timeout=args.connect_timeout,
                               given_by="--bootstrap (HOST:PORT[,...])")
+    source.client_options = "--client-config, --client-config-set"  # what an authentication failure names
     try:
         source.start()
         topics = []

@@ -42,6 +42,7 @@ so that a restart resumes its own offsets and connector configs), and
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 import uuid
@@ -56,6 +57,7 @@ from ._checkpoints import MM2_DEFAULTS
 from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
+from .mm2_user import PROPERTIES_SUFFIX, Based, UserProperties, apply_user_properties, describe_based
 from .settings import EffectiveSettings
 
 if TYPE_CHECKING:
@@ -71,12 +73,17 @@ __all__ = [
     "mm2_container_script",
     "naming_from_properties",
     "parse_properties",
+    "preview_user_properties",
     "remote_aware_regex",
+    "render_mm2",
     "render_mm2_properties",
     "topics_regex",
     "worker_properties",
 ]
 
+log = logging.getLogger("pytest_kafka_mirror.mm2")
+#: what a setting rendered from the plugin's template says it came from when your mm2.properties is the base
+RENDERED_WITH_BASE = "rendered by the plugin: your mm2.properties does not set it"
 #: Default start-up limit: MM2 4.3.1 copies its first record 5 s after its start; a
 #: release before 3.6 scans its classpath for plugins first (30-45 s measured).
 STARTUP_TIMEOUT = 180.0
@@ -172,7 +179,12 @@ def herder_topic(props: dict[str, str], kind: str, source_alias: str = "source",
     return props.get(key) or props.get(f"{target_alias}.{key}") or default
 
 
-def render_mm2_properties(
+def render_mm2_properties(**kwargs: Any) -> dict[str, str]:
+    """The properties alone of :func:`render_mm2` (same arguments)."""
+    return render_mm2(**kwargs).properties
+
+
+def render_mm2(
     *,
     source_bootstrap: str,
     target_bootstrap: str,
@@ -188,7 +200,8 @@ def render_mm2_properties(
     max_record_bytes: int | None = None,
     source_client: Mapping[str, str] | None = None,
     target_client: Mapping[str, str] | None = None,
-) -> dict[str, str]:
+    base: UserProperties | None = None,
+) -> Based:
     """The properties of a one-way ``source -> target`` MM2; with ``instance``, its own
     Connect group and internal topics (:func:`worker_properties`).
 
@@ -205,8 +218,68 @@ def render_mm2_properties(
     (``max.request.size``, 1 MiB by default: a 1 MiB record is refused and kills its task)
     and consumer (``max.partition.fetch.bytes``) are sized to carry it, with room for the
     batch overhead.  (The remote topic gets the source topic's ``max.message.bytes`` from
-    MM2's own config sync when it creates it.)"""
+    MM2's own config sync when it creates it.)
+
+    ``base``: your own mm2.properties (:mod:`.mm2_user`): its lines over this template,
+    but for what the session needs (the template's keys marked required here, each with
+    its reason).  ``overrides`` win over both."""
     a, b = source_alias, target_alias
+    flow = f"{a}->{b}"
+    props, required = _template(a, b, source_bootstrap=source_bootstrap, target_bootstrap=target_bootstrap,
+                                topics=topics, source_replication=source_replication,
+                                target_replication=target_replication, max_record_bytes=max_record_bytes)
+    if instance is not None:
+        worker = worker_properties(instance, a, b)
+        props.update(worker)
+        required.update(dict.fromkeys(worker, "this MM2's own Connect group and internal topics: MM2 derives them "
+                                              "from the aliases, and every MM2 on these clusters would join one group"))
+    for alias, client, role in ((a, source_client, "source"), (b, target_client, "target")):
+        keys = {f"{alias}.{k}": v for k, v in java_client_properties(client or {})[0].items()}
+        props.update(keys)
+        required.update(dict.fromkeys(keys, f"the session's {role} cluster's client properties"))
+    if source_is_tansu:
+        # Tansu does not wake a waiting fetch on new data: bound the wait instead.
+        props[f"{a}.consumer.fetch.max.wait.ms"] = "50"
+        required[f"{a}.consumer.fetch.max.wait.ms"] = "a Tansu source does not wake a waiting fetch"
+    if source_is_tansu or target_is_tansu:
+        # else the topic-config sync deletes the configs Tansu reports as defaults
+        props[f"{flow}.use.defaults.from"] = "source"
+        required[f"{flow}.use.defaults.from"] = ("Tansu reports every topic config as a default: the config sync "
+                                                 "would delete them")
+    if base is None:
+        based = Based(props, {})
+    else:
+        for alias in (a, b):
+            # a REST listener of your file has a fixed port: two MM2s on this machine (xdist
+            # workers, a test's own) would collide, so each gets a free one
+            if any(base.renamed(k, (a, b)) == f"{alias}.listeners" for _, k, _ in base.lines):
+                props[f"{alias}.listeners"] = f"http://127.0.0.1:{free_port()}"
+                required[f"{alias}.listeners"] = "a port of its own: several MM2s may run on this machine at once"
+        based = apply_user_properties(base, props, required, (a, b))
+    props = based.properties
+    for key, value in overrides:
+        props[key] = value
+    if not offset_syncs(props, flow):
+        # MM2's source connector refuses its config when offset syncs are off and any
+        # offset-syncs.topic.* (or offset-syncs-*) key is set (KIP-1031): drop ours
+        given = {k for k, _ in overrides} | {k for k, o in based.origins.items() if base and o == base.origin}
+        for key in (f"{flow}.offset-syncs.topic.replication.factor", "offset-syncs.topic.location"):
+            if key not in given:
+                props.pop(key, None)
+    if exactly_once(props):
+        # A worker with exactly-once source support fences its tasks' producers through the
+        # leader's REST API: dedicated MM2 has it only with its internal REST server (KIP-710),
+        # one listener per herder (each cluster that is some flow's target).
+        props.setdefault("dedicated.mode.enable.internal.rest", "true")
+        for alias in (a, b):
+            props.setdefault(f"{alias}.listeners", f"http://127.0.0.1:{free_port()}")
+    return based
+
+
+def _template(a: str, b: str, *, source_bootstrap: str, target_bootstrap: str, topics: str, source_replication: int,
+              target_replication: int, max_record_bytes: int | None) -> tuple[dict[str, str], dict[str, str]]:
+    """The plugin's template of a ``a -> b`` MM2 (see :func:`render_mm2`), and which of its
+    keys the session needs whatever a user's mm2.properties says (key -> why)."""
     flow = f"{a}->{b}"
     props: dict[str, str] = {
         "clusters": f"{a}, {b}",
@@ -259,33 +332,41 @@ def render_mm2_properties(
         fits = str(max(JAVA_MAX_REQUEST_SIZE, max_record_bytes + RECORD_OVERHEAD))
         props[f"{b}.producer.max.request.size"] = fits
         props[f"{a}.consumer.max.partition.fetch.bytes"] = fits
-    if instance is not None:
-        props.update(worker_properties(instance, a, b))
-    for alias, client in ((a, source_client), (b, target_client)):
-        props.update({f"{alias}.{k}": v for k, v in java_client_properties(client or {})[0].items()})
-    if source_is_tansu:
-        # Tansu does not wake a waiting fetch on new data: bound the wait instead.
-        props[f"{a}.consumer.fetch.max.wait.ms"] = "50"
-    if source_is_tansu or target_is_tansu:
-        # else the topic-config sync deletes the configs Tansu reports as defaults
-        props[f"{flow}.use.defaults.from"] = "source"
-    for key, value in overrides:
-        props[key] = value
-    if not offset_syncs(props, flow):
-        # MM2's source connector refuses its config when offset syncs are off and any
-        # offset-syncs.topic.* (or offset-syncs-*) key is set (KIP-1031): drop ours
-        given = {k for k, _ in overrides}
-        for key in (f"{flow}.offset-syncs.topic.replication.factor", "offset-syncs.topic.location"):
-            if key not in given:
-                props.pop(key, None)
-    if exactly_once(props):
-        # A worker with exactly-once source support fences its tasks' producers through the
-        # leader's REST API: dedicated MM2 has it only with its internal REST server (KIP-710),
-        # one listener per herder (each cluster that is some flow's target).
-        props.setdefault("dedicated.mode.enable.internal.rest", "true")
-        for alias in (a, b):
-            props.setdefault(f"{alias}.listeners", f"http://127.0.0.1:{free_port()}")
-    return props
+    # What a user's mm2.properties cannot change (the rest of the template is the plugin's
+    # test tuning, which a user's line replaces): the clusters are the session's, ...
+    required = {
+        "clusters": f"the session's two clusters, {a} and {b}",
+        f"{a}.bootstrap.servers": "the session's source cluster",
+        f"{b}.bootstrap.servers": "the session's target cluster",
+        # ... the flow is the one the session checks, one way, over the session's topics ...
+        f"{flow}.enabled": "the flow the session tests",
+        f"{b}->{a}.enabled": "one flow: the session copies source to target only",
+        f"{flow}.topics": "the session's test topics",
+        f"{flow}.groups": "the tests' witness consumer groups, named like their topics, for the failover checks",
+    }
+    # ... and every topic MM2 creates fits the session's clusters (a production file's
+    # replication factor 3 on a one-broker test cluster: MM2 cannot create its topics)
+    for key in props:
+        if key.endswith("replication.factor"):
+            on = "source" if key.startswith((f"{b}->{a}.", f"{a}.")) or ".offset-syncs." in key else "target"
+            required[key] = f"a topic on the session's {on} cluster, with the replication factor it allows"
+    return props, required
+
+
+def preview_user_properties(path: str, *, topics: str, source_is_tansu: bool = False, target_is_tansu: bool = False,
+                            source_client: Mapping[str, str] | None = None,
+                            target_client: Mapping[str, str] | None = None) -> list[str]:
+    """What the plugin will do to your mm2.properties, before any cluster exists (the
+    session header): :func:`~.mm2_user.describe_based` of a rendering with stand-in
+    addresses, keys only; each MM2 logs its own with the values.  ValueError when the file
+    cannot be read or mapped."""
+    from .mm2_user import read_user_properties
+
+    base = read_user_properties(path)
+    based = render_mm2(source_bootstrap="SOURCE", target_bootstrap="TARGET", topics=topics, instance="ID",
+                       source_is_tansu=source_is_tansu, target_is_tansu=target_is_tansu,
+                       source_client=source_client, target_client=target_client, base=base)
+    return describe_based(based, base, values=False)
 
 
 def offset_syncs(props: dict[str, str], flow: str) -> bool:
@@ -366,6 +447,7 @@ class MirrorMaker2(RunnerReplicator):
         aliases: tuple[str, str] = ("source", "target"),
         topics: str | None = None,
         origins: Mapping[str, str] | None = None,
+        base: UserProperties | None = None,
     ) -> None:
         if sum(x is not None for x in (home, image, release)) != 1:
             raise ValueError("MirrorMaker2 needs exactly one of home=, image= or release=")
@@ -388,7 +470,9 @@ class MirrorMaker2(RunnerReplicator):
         self.instance = instance or f"{topic_prefix}-{uuid.uuid4().hex[:8]}"
         #: its topic filter (``topics`` and ``groups`` of its flow)
         self.topics = topics or topics_regex(topic_prefix)
-        self.properties = render_mm2_properties(
+        #: your own mm2.properties, the base of the rendered one (``mm2:...,properties=FILE``)
+        self.base = base
+        rendered = render_mm2(
             source_bootstrap=source.bootstrap_servers,
             target_bootstrap=target.bootstrap_servers,
             topics=self.topics,
@@ -403,11 +487,17 @@ class MirrorMaker2(RunnerReplicator):
             max_record_bytes=max_record_bytes,
             source_client=client_properties_of(source),
             target_client=client_properties_of(target),
+            base=base,
         )
+        self.properties = rendered.properties
+        #: what the plugin did to your mm2.properties (``base``): changed lines, renamed aliases, added keys
+        self.based = rendered
         warn_untranslated("MirrorMaker 2", {"source": source, "target": target})
         #: where the given properties came from (the others are rendered): failure messages quote it
-        self.origins = {k: v for k, v in (origins or {}).items() if k in dict(self.overrides)}
-        self.settings = EffectiveSettings(self.properties, origins=self.origins, aliases=aliases)
+        self.origins = {**rendered.origins,
+                        **{k: v for k, v in (origins or {}).items() if k in dict(self.overrides)}}
+        self.settings = EffectiveSettings(self.properties, origins=self.origins, aliases=aliases,
+                                          rendered=RENDERED_WITH_BASE if base else "rendered by the plugin")
         #: where the copying herder (source -> target) writes its connector and task states
         self.status_topic = herder_topic(self.properties, "status", self.source_alias, self.target_alias)
         try:
@@ -433,6 +523,11 @@ class MirrorMaker2(RunnerReplicator):
         else:
             self.spec = f"mm2:container:{image}"
             self.label = f"MirrorMaker 2 ({image})"
+        if base is not None:
+            self.spec += PROPERTIES_SUFFIX + str(base.path)
+            self.label = f"{self.label[:-1]}, your mm2.properties {base.path})"
+            for line in describe_based(rendered, base):
+                log.info("%s: %s", self.label, line)
         self.config_dir = self.workdir / "mm2-config"
         self.properties_path = self.config_dir / "mm2.properties"
 
@@ -448,11 +543,12 @@ class MirrorMaker2(RunnerReplicator):
             self.source, self.target, workdir, topic_prefix=self.topic_prefix, image=self.image, release=release,
             overrides=self.overrides, naming=self.naming, startup_timeout=self.startup_timeout,
             heap=heap or self.heap, instance=self.instance, aliases=(self.source_alias, self.target_alias),
-            topics=self.topics, origins=self.origins,
+            topics=self.topics, origins=self.origins, base=self.base,
         )
         sibling.properties = dict(self.properties)  # e.g. the record size limits: one cluster, one config
         sibling.settings = self.settings
         sibling.probe_topic = self.probe_topic
+        sibling.warm_up_records = 0  # a node joins a group that is warm, or measures its own cold start
         sibling.label = f"{self.label} node {Path(workdir).name}"
         return sibling
 
@@ -515,7 +611,8 @@ class MirrorMaker2(RunnerReplicator):
         from .connect_status import describe_status_topic
 
         try:
-            text = describe_status_topic(self.target.client_config(), self.status_topic)
+            text = describe_status_topic(self.target.client_config(), self.status_topic,
+                                         to_end_offsets=self._status_to_end_offsets())
         except Exception as exc:
             text = f"cannot read it: {type(exc).__name__}: {exc}"
         else:
@@ -524,6 +621,14 @@ class MirrorMaker2(RunnerReplicator):
                 text += ("; no MirrorSourceConnector in it: MM2 has not started one (a refused configuration? its log "
                          "says why, e.g. \"can't\")")
         return f"MirrorMaker 2's Connect status ({self.status_topic}): {text}"
+
+    def _status_to_end_offsets(self) -> bool:
+        """Whether the status topic is read to its end offsets (the target's watermarks are
+        right) rather than until a quiet moment, which a loaded machine cuts short."""
+        try:
+            return self.target.capabilities().accurate_watermarks is True
+        except Exception:  # an unprobeable target: read until quiet, as on the embedded broker
+            return False
 
     def health(self) -> str:
         """The base check (the process runs), then the FAILED connectors and tasks this
@@ -536,7 +641,7 @@ class MirrorMaker2(RunnerReplicator):
 
         try:
             records = read_status_topic(self.target.client_config(), self.status_topic, timeout=5.0, quiet=0.3,
-                                        settle=1.0)
+                                        settle=1.0, to_end_offsets=self._status_to_end_offsets())
         except Exception as exc:
             return f"its Connect status ({self.status_topic}) cannot be read: {type(exc).__name__}: {exc}"
         since_ms = int(getattr(self.runner, "started_at", 0) * 1000)  # a container has no start time
@@ -549,8 +654,11 @@ class MirrorMaker2(RunnerReplicator):
         self.config_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.config_dir, 0o755)
         secret = any(is_secret(k) and v for k, v in self.properties.items())
-        write_private(self.properties_path, format_properties(self.properties, "MirrorMaker 2, rendered by pytest-kafka-mirror"),
-                      0o600 if secret else 0o644)
+        text = format_properties(self.properties, "MirrorMaker 2, rendered by pytest-kafka-mirror")
+        if self.base is not None:
+            notes = "".join(f"# {line}\n" for line in describe_based(self.based, self.base))
+            text = f"# MirrorMaker 2: your {self.base.path}, changed by pytest-kafka-mirror where it must:\n{notes}{text}"
+        write_private(self.properties_path, text, 0o600 if secret else 0o644)
         return self.properties_path
 
     def _launch(self) -> Any:

@@ -205,12 +205,7 @@ def readiness_hint(replicator: Any, topics: Mapping[str, str], found: Mapping[st
     exist (-> partitions).  Only what the evidence does not rule out."""
     settings = settings_of(replicator)
     if settings is None:
-        missing = sorted(target for target in topics.values() if target not in found)
-        names = (f"; {', '.join(missing)} never appeared on the target: are those the names it gives (the naming of "
-                 "external:POLICY or --kafka-mirror-naming)") if missing else ""
-        return (f"Hint: is the replicator running, and does its topic filter take these topics{names}? A slow one "
-                "(MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
-                "--kafka-mirror-topic-provisioning session.")
+        return _unconfigured_hint(replicator, topics, found)
     refused = [t for t in topics
                if not _takes(settings.value("topics"), t) or _takes(settings.value("topics.exclude"), t)]
     if refused:
@@ -225,3 +220,63 @@ def readiness_hint(replicator: Any, topics: Mapping[str, str], found: Mapping[st
     return (f"Hint: the remote topics exist (the replicator discovered them: {settings.quote('topics')}), yet no "
             f"warm-up record crossed: the copying tasks are the suspect (what the replicator says below), or a record "
             f"size they refuse ({settings.quote('record size')}).")
+
+
+_SLOW = ("A slow one (MirrorMaker 2 rebalances on every new topic) may need --kafka-mirror-startup-timeout or "
+         "--kafka-mirror-topic-provisioning session.")
+
+
+def _unconfigured_hint(replicator: Any, topics: Mapping[str, str], found: Mapping[str, int]) -> str:
+    """The readiness hint for a replicator the plugin does not configure: ``external:POLICY``,
+    whose naming is the spec's, and ``command:``, whose naming is --kafka-mirror-naming; each
+    names where its own naming is given, never the other's."""
+    spec = str(getattr(replicator, "spec", "") or "")
+    missing = {source: target for source, target in topics.items() if target not in found}
+    if not missing:
+        return (f"Hint: the target topics exist ({', '.join(sorted(topics.values()))}), yet no warm-up record "
+                f"crossed: is the replicator copying (its tasks, its log)? {_SLOW}")
+    names = ", ".join(sorted(missing.values()))
+    if not spec.startswith("external:"):
+        naming = getattr(replicator, "naming", None)
+        return (f"Hint: is the replicator running, and does its topic filter take these topics? {names} never "
+                f"appeared on the target: is that the name it gives (--kafka-mirror-naming "
+                f"{naming if naming is not None else 'identity'})? {_SLOW}")
+    given = f"--kafka-mirror-replicator {spec}"
+    copies = _copies_under_other_names(replicator, missing)
+    if copies:
+        source, other = min(copies.items())
+        policy = "identity" if other == source else f"prefix:{other[: len(other) - len(source)]}"
+        return (f"Hint: {names} never appeared on the target, but {other} did: the replicator names topics as "
+                f"external:{policy} says; give --kafka-mirror-replicator external:{policy} (now {given}).")
+    prefix = getattr(replicator, "session_prefix", None) or getattr(replicator, "topic_prefix", "km")
+    take = (f"Is the replicator running, and does its topic filter take ^{prefix}-.* (every topic of the session "
+            f"starts with {prefix}-: --kafka-mirror-topic-prefix)?")
+    if copies is not None:  # the target was listed: no copy of these topics under any name yet
+        return (f"Hint: {names} never appeared on the target, under the naming of {given} or any other (no target "
+                f"topic ends with its source topic's name). {take} {_SLOW}")
+    return (f"Hint: {names} never appeared on the target under the naming of {given}. {take} If it renames "
+            "topics, the spec says how: external:prefix:ALIAS. for MirrorMaker 2's DefaultReplicationPolicy (e.g. "
+            "external:prefix:primary. for a source cluster aliased primary), external:identity for one that keeps "
+            f"names. {_SLOW}")
+
+
+def _copies_under_other_names(replicator: Any, missing: Mapping[str, str]) -> dict[str, str] | None:
+    """Source topic -> a target topic that is its copy under another prefix (or under its own
+    name), for the ``missing`` ones (source -> the name awaited); None when the target
+    cannot be listed."""
+    target = getattr(replicator, "target", None)
+    if target is None:
+        return None
+    try:
+        existing = list(target.topics())
+    except Exception:  # a hint must not fail the message it belongs to
+        return None
+    source_cluster = getattr(replicator, "source", None)
+    # one cluster as source and target: a topic of the same name is the source topic itself
+    same = source_cluster is not None and source_cluster.bootstrap_servers == target.bootstrap_servers
+    out = {}
+    for source, awaited in missing.items():
+        others = sorted(t for t in existing if t.endswith(source) and t != awaited and not (same and t == source))
+        if others:
+            out[source] = others[0]
+    return out

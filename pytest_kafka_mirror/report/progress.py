@@ -13,7 +13,11 @@ Who knows what, and where it is read (the same shape as ``metrics.py``):
   the only one), reads both every second and writes the status to the terminal: on a
   TTY one line kept up to date at the end of pytest's current line and erased before
   pytest writes there; otherwise (CI logs) one line per running run every
-  ``interval`` seconds, the first once a run has been seen for that long.
+  ``interval`` seconds (10 by default), the first once runs have been seen for that long.
+  The interval is the display's, not each run's: a run that starts right after another
+  one ended gets its first line at the next round, so a CI log is never silent for much
+  longer than ``interval`` while anything runs (counted per run, such a run waited an
+  interval of its own after the other's last line: up to twice the interval of silence).
 
 The display writes to a duplicate of the terminal's file descriptor taken at configure
 time: while a test runs, pytest's capture redirects descriptor 1 to a file.
@@ -227,8 +231,9 @@ class ProgressDisplay:
     ``terminal``: pytest's terminal reporter (None in tests), whose current line this
     reads: the live status goes at its end (or on a line below when it does not fit), and
     lines of ours go below it, after which it is written again for pytest to go on with.
-    ``live``: a TTY line kept up to date; else a line per run every ``interval`` seconds,
-    the first an interval after the display first saw the run."""
+    ``live``: a TTY line kept up to date; else a line per running run every ``interval``
+    seconds while runs are running, the first an interval after the display first saw one
+    (a pause without runs shorter than an interval does not restart the count)."""
 
     def __init__(self, spool_dir: str | Path, stream: IO[str], *, live: bool, interval: float,
                  terminal: Any = None, worker_names: bool = False,
@@ -243,7 +248,10 @@ class ProgressDisplay:
         self.lock = threading.Lock()
         self._shown = 0  # characters of the live status now on the terminal (0: none)
         self._column = -1  # live status on a line of its own: pytest's column to go back to
-        self._next_line: dict[tuple[str, str], float] = {}  # (worker, test) -> when its next line is due
+        #: since when runs have been running without a line of ours (None: no run seen, or
+        #: none for an interval); ``_idle_since``: since when no run has been running
+        self._quiet_since: float | None = None
+        self._idle_since: float | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -279,18 +287,20 @@ class ProgressDisplay:
                 self._lines(statuses, now)
 
     def _lines(self, statuses: list[RunStatus], now: float) -> None:
-        """A line per run whose next line is due: every ``interval`` s of its progress."""
-        running = {(s.worker, s.test) for s in statuses}
-        self._next_line = {k: v for k, v in self._next_line.items() if k in running}
-        due = []
-        for s in statuses:
-            key = (s.worker, s.test)
-            first = self._next_line.setdefault(key, now + self.interval)
-            if now >= first:
-                due.append(s)
-                self._next_line[key] = now + self.interval
-        if due:
-            self._write_own_lines([f"kafka-mirror: {status_line(s, now, worker=self.worker_names)}" for s in due])
+        """A line per running run once runs have been running for ``interval`` s without one."""
+        if not statuses:
+            if self._idle_since is None:
+                self._idle_since = now
+            if now - self._idle_since >= self.interval:  # a pause between tests: start counting afresh
+                self._quiet_since = None
+            return
+        self._idle_since = None
+        if self._quiet_since is None:
+            self._quiet_since = now
+        if now - self._quiet_since < self.interval:
+            return
+        self._quiet_since = now
+        self._write_own_lines([f"kafka-mirror: {status_line(s, now, worker=self.worker_names)}" for s in statuses])
 
     def _live(self, statuses: list[RunStatus], now: float) -> None:
         self.erase()
@@ -329,10 +339,26 @@ class ProgressDisplay:
 
     # -- pytest's terminal ----------------------------------------------------------------------
     def _line_position(self) -> tuple[int, int]:
+        """(pytest's column, the terminal's width)."""
         tw = getattr(self.terminal, "_tw", None)
-        if tw is None:
-            return 0, 80
-        return int(getattr(tw, "width_of_current_line", 0)), int(getattr(tw, "fullwidth", 80))
+        used = int(getattr(tw, "width_of_current_line", 0)) if tw is not None else 0
+        return used, self._width(tw)
+
+    def _width(self, tw: Any) -> int:
+        """The width of the terminal :attr:`stream` is on: ``COLUMNS`` when set (as pytest and
+        shutil read it), else the size of the stream's own terminal.  Not pytest's
+        ``fullwidth`` first: it asks descriptor 1, which pytest's capture holds while a test
+        runs (when the status is shown), and falls back to 80 columns whatever the terminal."""
+        import os
+
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0 and self.stream.isatty():
+            return int(columns)
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, ValueError, OSError):  # not a terminal (a pipe, a StringIO in tests)
+            pass
+        return int(getattr(tw, "fullwidth", 80)) if tw is not None else 80
 
     def _write_own_lines(self, lines: list[str]) -> None:
         """Lines of ours below pytest's current one, which is then written again (as text)
@@ -349,8 +375,9 @@ def _fit(text: str, width: int) -> str:
 
 # -- pytest --------------------------------------------------------------------------------------
 
-#: The interval of ``--kafka-mirror-progress auto`` when the terminal is not a TTY.
-DEFAULT_INTERVAL = 30.0
+#: The interval of ``--kafka-mirror-progress auto`` when the terminal is not a TTY: a CI log
+#: should not stay silent for longer than about 10 s while a scenario runs.
+DEFAULT_INTERVAL = 10.0
 
 
 def parse_progress(text: str) -> str | float:

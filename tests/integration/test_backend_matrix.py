@@ -131,7 +131,15 @@ def run_tag(tagged_env: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield os.environ["KAFKA_MIRROR_RUN_ID"]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+#: nightly: a whole session on the real release, 47 s alone and 130 s in CI's loaded test step, for
+#: what the real-Kafka step runs on every commit through ``kafka:`` / ``mm2:`` specs (the same
+#: KafkaCluster and MirrorMaker 2); the bare specs' resolution through --kafka-mirror-kafka-home
+#: is a unit test (tests/unit/test_backend_config.py)
+NIGHTLY = {"kafka-home+mm2"}
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id, marks=[pytest.mark.nightly] if c.id in NIGHTLY else [])
+                                  for c in CASES])
 def test_steady_state_on_backend(case: Case, pytester: pytest.Pytester, request: pytest.FixtureRequest,
                                  tmp_path: Path, tagged_env: str, run_tag: str) -> None:
     options = case.options(request, tmp_path)

@@ -97,7 +97,47 @@ def test_a_wrong_password_is_one_line_naming_the_cluster_before_anything_is_prod
     assert lines[0].startswith(f"kafka-mirror source cluster ({SECURED}): source: authentication failed at "
                                "127.0.0.1:"), lines
     assert "SASL authentication error" in lines[0] and "SCRAM-SHA-512" in lines[0]
-    assert "--kafka-mirror-source-config-set" in lines[0]
+    # the hint: the SASL properties and where each came from, not the address (which answered)
+    assert ("Hint: check the source cluster's SASL client properties: sasl.mechanisms=SCRAM-SHA-512, "
+            f"sasl.username=kafka-mirror, security.protocol=SASL_SSL (from {SECURED}, which generated them); "
+            "sasl.password=****** (from --kafka-mirror-source-config-set)") in lines[0], lines[0]
+    assert "address" not in lines[0] and "cluster is up" not in lines[0]
     assert "not-the-password" not in result.stdout.str() + result.stderr.str()
     assert "Traceback" not in result.stdout.str() and not ran.exists()
+    assert processes_tagged(tagged_env) == []
+
+
+def test_your_secured_cluster_with_a_wrong_password_is_told_what_to_check(
+        pytester: pytest.Pytester, tmp_path: Path, tagged_env: str, kafka_release: object) -> None:
+    """A secured cluster someone else runs (``bootstrap:``), its client properties in a file
+    the ini file names: a wrong password is one line whose hint names the SASL properties,
+    the file and the option each came from, never the address."""
+    from pytest_kafka_mirror.clusters import make_cluster
+    from tests.conftest import processes_tagged
+
+    cluster = make_cluster("source", SECURED, tmp_path / "theirs")
+    try:
+        cluster.start()
+        props = dict(cluster.client_properties)
+        (pytester.path / "primary-client.properties").write_text(
+            "".join(f"{k}={v}\n" for k, v in props.items() if k != "sasl.password"))
+        pytester.makeini(f"[pytest]\nkafka_mirror_source = bootstrap:{cluster.bootstrap_servers}\n"
+                         "kafka_mirror_source_config = primary-client.properties\n")
+        pytester.makepyfile(WRONG.replace("{ran!r}", repr(str(tmp_path / "ran"))))
+        result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--kafka-mirror-replicator=reference",
+                                               "--kafka-mirror-source-config-set=sasl.password=not-the-password")
+        result.assert_outcomes(errors=1)
+        summary = next(i for i, line in enumerate(result.stdout.lines) if "short test summary info" in line)
+        lines = [line for line in result.stdout.lines[:summary] if "authentication failed" in line]
+        assert len(lines) == 1, result.stdout.str()
+        in_file = f"{pytester.path / 'primary-client.properties'} via ini key kafka_mirror_source_config"
+        assert (f"source: authentication failed at {cluster.bootstrap_servers}: SASL authentication error: "
+                in lines[0]), lines
+        assert ("Hint: check the source cluster's SASL client properties: sasl.mechanisms=SCRAM-SHA-512, "
+                f"sasl.username=kafka-mirror, security.protocol=SASL_SSL (from {in_file}); sasl.password=****** "
+                "(from --kafka-mirror-source-config-set)") in lines[0], lines[0]
+        assert "check the address" not in result.stdout.str() and "cluster is up" not in result.stdout.str()
+        assert "not-the-password" not in result.stdout.str() + result.stderr.str()
+    finally:
+        cluster.stop()
     assert processes_tagged(tagged_env) == []

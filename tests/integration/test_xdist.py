@@ -55,7 +55,9 @@ CRASH = textwrap.dedent(
     PID = Path(__file__).with_name("crashed.pid")
 
     def test_crash(source_cluster, target_cluster):
-        PID.write_text(str(os.getpid()))
+        # written whole, then renamed: the survivor never reads a file still empty
+        PID.with_suffix(".tmp").write_text(str(os.getpid()))
+        PID.with_suffix(".tmp").rename(PID)
         os.kill(os.getpid(), signal.SIGKILL)  # the worker dies holding the shared clusters
 
     def _dead(pid):

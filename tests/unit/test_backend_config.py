@@ -26,6 +26,7 @@ from pytest_kafka_mirror.replicators.mm2 import (
     render_mm2_properties,
     topics_regex,
 )
+from tests.fakes import unstarted_cluster
 from tests.kafka import fake_release
 
 
@@ -401,3 +402,25 @@ def test_free_ports_are_never_ones_the_kernel_hands_out_itself() -> None:
     for p in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))  # still free
+
+
+def test_bare_kafka_home_and_mm2_specs_take_the_kafka_home_option(tmp_path: Path) -> None:
+    """``--kafka-mirror-kafka-home`` behind bare ``kafka-home`` and ``mm2`` specs, through the
+    session as a test builds them (the whole session on a real release is the nightly
+    case of tests/integration/test_backend_matrix.py)."""
+    from pytest_kafka_mirror.clusters.kafka_home import KafkaCluster
+    from pytest_kafka_mirror.replicators.mm2 import MirrorMaker2
+    from pytest_kafka_mirror.session import KafkaMirrorSession
+
+    home = fake_release(tmp_path, "4.3.1")
+    settings = resolve_settings({}, lambda key: None, {"KAFKA_MIRROR_KAFKA_HOME": str(home),
+                                                       "KAFKA_MIRROR_SOURCE": "kafka-home",
+                                                       "KAFKA_MIRROR_TARGET": "kafka-home", "KAFKA_MIRROR_REPLICATOR": "mm2"},
+                                rootdir=tmp_path)
+    session = KafkaMirrorSession(settings)
+    source, target = (session.make_cluster(role, tmp_path / role) for role in ("source", "target"))
+    assert isinstance(source, KafkaCluster) and isinstance(target, KafkaCluster)
+    assert source.release.home == target.release.home == home.resolve()
+    src, dst = unstarted_cluster("127.0.0.1:1"), unstarted_cluster("127.0.0.1:2", name="target")
+    rep = session.make_replicator(src, dst, tmp_path / "mm2")
+    assert isinstance(rep, MirrorMaker2) and rep.release is not None and rep.release.home == home.resolve()

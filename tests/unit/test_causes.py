@@ -114,6 +114,67 @@ def test_a_readiness_hint_points_only_where_the_evidence_does(tmp_path: Path, pr
     assert readiness_hint(rep, {"km-gw0-t": "source.km-gw0-t"}, found).startswith(hint)
 
 
+class _Listed(SimpleNamespace):
+    """A cluster whose topics are ``names`` (None: it cannot be listed)."""
+
+    def topics(self) -> list[str]:
+        if self.names is None:
+            raise RuntimeError("no answer")
+        return list(self.names)
+
+
+def _external(spec: str, target_topics: list[str] | None) -> object:
+    """An ``external:`` replicator as the session makes it (worker prefix km-gw0, session prefix km)."""
+    rep = make_replicator(spec, _Listed(bootstrap_servers="127.0.0.1:1", names=[]),
+                          _Listed(bootstrap_servers="127.0.0.1:2", names=target_topics), "/nowhere",
+                          ReplicatorOptions(topic_prefix="km-gw0", session_prefix="km"))
+    assert settings_of(rep) is None  # not configured by the plugin
+    return rep
+
+
+@pytest.mark.parametrize("spec,target_topics,says", [
+    # a copy under MM2's DefaultReplicationPolicy: the spec to give, with its alias
+    ("external:identity", ["primary.km-gw0-t", "other"],
+     "Hint: km-gw0-t never appeared on the target, but primary.km-gw0-t did: the replicator names topics as "
+     "external:prefix:primary. says; give --kafka-mirror-replicator external:prefix:primary. (now "
+     "--kafka-mirror-replicator external:identity)."),
+    # a copy under the source's name: identity
+    ("external:prefix:primary.", ["km-gw0-t"], "give --kafka-mirror-replicator external:identity (now "
+     "--kafka-mirror-replicator external:prefix:primary.)"),
+    # no copy under any name: no other naming to suggest; the filter of the user's replicator
+    ("external:prefix:primary.", ["other"], "Hint: primary.km-gw0-t never appeared on the target, under the naming "
+     "of --kafka-mirror-replicator external:prefix:primary. or any other (no target topic ends with its source "
+     "topic's name). Is the replicator running, and does its topic filter take ^km-.* (every topic of the session "
+     "starts with km-: --kafka-mirror-topic-prefix)?"),
+    # the target cannot be listed: the filter, and how the spec names MM2's policy
+    ("external:identity", None, "Hint: km-gw0-t never appeared on the target under the naming of "
+     "--kafka-mirror-replicator external:identity. Is the replicator running, and does its topic filter take ^km-.* "
+     "(every topic of the session starts with km-: --kafka-mirror-topic-prefix)? If it renames topics, the spec says "
+     "how: external:prefix:ALIAS. for MirrorMaker 2's DefaultReplicationPolicy (e.g. external:prefix:primary. for a "
+     "source cluster aliased primary)"),
+])
+def test_an_external_replicator_s_readiness_hint_names_its_spec_and_filter_not_the_naming_option(
+        spec: str, target_topics: list[str] | None, says: str) -> None:
+    rep = _external(spec, target_topics)
+    hint = readiness_hint(rep, {"km-gw0-t": rep.target_topic("km-gw0-t")}, {})
+    assert hint.startswith(says) or says in hint, hint
+    assert "--kafka-mirror-naming" not in hint  # the spec names an external replicator's policy
+
+
+def test_an_external_replicator_whose_target_topic_exists_is_not_told_about_naming() -> None:
+    rep = _external("external:prefix:primary.", ["primary.km-gw0-t"])
+    hint = readiness_hint(rep, {"km-gw0-t": "primary.km-gw0-t"}, {"primary.km-gw0-t": 2})
+    assert hint.startswith("Hint: the target topics exist (primary.km-gw0-t), yet no warm-up record crossed")
+    assert "naming" not in hint and "external:" not in hint
+
+
+def test_a_command_replicator_s_readiness_hint_names_the_naming_option_not_external() -> None:
+    rep = make_replicator("command:run {source} {target} {topics}", _cluster(1), _cluster(2), "/nowhere",
+                          ReplicatorOptions(topic_prefix="km-gw0"))
+    hint = readiness_hint(rep, {"km-gw0-t": "km-gw0-t"}, {})
+    assert "(--kafka-mirror-naming identity)" in hint and "external:" not in hint, hint
+
+
 def test_a_verification_failure_quotes_the_settings_behind_it() -> None:
     report = sample_report(duplicated=0)
     report.duplicated = 920

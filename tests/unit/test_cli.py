@@ -309,7 +309,10 @@ def test_verify_help_shows_spark_remote() -> None:
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["gate", "mm2:4.x", "mm2:4.3.1"], "kafka-mirror gate: 'mm2:4.x': '4.x' is not an Apache Kafka release version"),
+    (["gate", "mm2:4.x", "mm2:4.3.1"], "kafka-mirror gate: OLD 'mm2:4.x': '4.x' is not an Apache Kafka release version"),
+    (["gate", "mm2:4.3.1", "mm2:4.3.1,properties=/nonexistent/mm2.properties"],
+     "kafka-mirror gate: NEW 'mm2:4.3.1,properties=/nonexistent/mm2.properties': your mm2.properties "
+     "/nonexistent/mm2.properties: no such file"),
     (["gate", "reference", "reference", "--compare-fail", "latency:5"],
      "kafka-mirror gate: --compare-fail latency:5: 'latency:5': 'latency' is not a figure; accepted figures: missing"),
     (["gate", "reference", "mm2:4.3.1", "--", "scenarios", "--kafka-mirror-replicator=reference"],
@@ -377,3 +380,69 @@ def test_verify_where_java_cannot_start_says_what_the_jvm_said_in_one_line(tmp_p
     assert out.stderr.startswith("kafka-mirror verify: the Spark JVM (master local[2], driver memory "), out.stderr
     assert str(tmp_path / "no-java") in out.stderr, out.stderr
     assert not any(p.name.startswith("kafka-mirror-spark-") for p in tmp_path.iterdir())
+
+
+# -- cleanup: the plugin's topics and groups left on clusters it does not run ------------------------------
+
+
+def test_cleanup_of_an_unreachable_cluster_is_one_line(capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["cleanup", "--bootstrap", "127.0.0.1:1", "--connect-timeout", "1", "--yes"]) == 2
+    out, err = capfd.readouterr()
+    assert out == "" and err.count("\n") == 1 and "rdkafka" not in err and "Traceback" not in err, err
+    assert err.startswith("kafka-mirror cleanup: cluster: no answer from bootstrap servers 127.0.0.1:1 within 1 s")
+    assert err.rstrip().endswith("Hint: check the address given to --bootstrap (HOST:PORT[,...]) and that the "
+                                 "cluster is up.")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["cleanup"], "the following arguments are required: --bootstrap"),
+    (["cleanup", "--bootstrap", "a:1", "--topic-prefix", "km*"], "argument --topic-prefix: 'km*' must be 1-40 "
+                                                                  "characters of letters, digits, '.', '_' or '-'"),
+    (["cleanup", "--bootstrap", "a:1", "--connect-timeout", "soon"], "argument --connect-timeout"),
+])
+def test_cleanup_checks_its_arguments_before_connecting(argv: list[str], message: str,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("kafka-mirror cleanup: error: ") and message in err
+
+
+def test_cleanup_refuses_a_client_property_librdkafka_does_not_know(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cleanup", "--bootstrap", "127.0.0.1:1", "--client-config-set", "sasl.jaas.config=x"]) == 2
+    _one_error_line(capsys, "kafka-mirror cleanup: --client-config / --client-config-set: ")
+
+
+def test_cleanup_takes_the_plugin_s_names_and_their_copies_only() -> None:
+    from pytest_kafka_mirror.cli.cleanup import plugin_names
+
+    names = {"km-master-t-1", "primary.km-master-t-1", "backup.primary.km-gw0-t-2", "km", "kmx-1", "orders",
+             "primary.orders", "mm2-offset-syncs.backup.internal", "heartbeats", "primary.checkpoints.internal",
+             "kafka-mirror-warmup", "other-km-1"}
+    assert plugin_names(names, "km") == ["backup.primary.km-gw0-t-2", "km-master-t-1", "primary.km-master-t-1"]
+    assert plugin_names(names, "km", copies=False) == ["km-master-t-1"]
+    assert plugin_names({"a.b-1", "axb-1"}, "a.b") == ["a.b-1"]  # the prefix is literal
+
+
+def test_cleanup_help_says_what_it_deletes_and_that_it_asks_first() -> None:
+    text = _helps()["kafka-mirror cleanup"]
+    for part in ("nothing is deleted without --yes", "ALIAS.PREFIX-", "auto.create.topics.enable=true",
+                 "1 something stayed", "--client-config", "Also env KAFKA_MIRROR_TOPIC_PREFIX. Default: 'km'"):
+        assert part in text, part
+    assert "kafka-mirror cleanup --bootstrap" in _helps()["kafka-mirror"]
+
+
+def test_the_cleanup_recipe_is_what_the_command_takes() -> None:
+    """docs/your-clusters.md's cleanup commands parse as written: a dry run, then --yes."""
+    import shlex
+
+    from tests.docs import marked_block
+
+    commands = [shlex.split(line) for line in marked_block("docs/your-clusters", "recipe-cleanup").splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert [c[:2] for c in commands] == [["kafka-mirror", "cleanup"]] * 2
+    parsed = [cli.build_parser().parse_args(c[1:]) for c in commands]
+    assert [p.yes for p in parsed] == [False, True]
+    assert parsed[0].bootstrap == ["kafka-primary-1.example.com:9092", "kafka-backup-1.example.com:9092"]
+    assert parsed[0].topic_prefix == "km"

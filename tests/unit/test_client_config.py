@@ -295,10 +295,189 @@ def test_an_authentication_failure_is_one_line_naming_the_cluster_and_its_option
     _clientconf.register("127.0.0.1:10", SECURED)
     third._auth_error = (f"sasl_ssl://127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed\n"
                          f"for {PASSWORD} (after 312ms in state AUTH_REQ)")
+    # nothing known of its properties: each named as librdkafka takes it unset, and the options that set them
     assert third.auth_failure() == (
         f"third: authentication failed at 127.0.0.1:9: SASL authentication error: Authentication failed for {MASK}. "
-        "Hint: check the third cluster's client properties (--kafka-mirror-target-config, "
+        "Hint: check the third cluster's SASL client properties: sasl.mechanisms not set: GSSAPI, sasl.username not "
+        "set, sasl.password not set, security.protocol not set: PLAINTEXT (given with --kafka-mirror-target-config, "
         "--kafka-mirror-target-config-set)")
+
+
+class _Err:
+    """What librdkafka hands ``error_cb``."""
+
+    def __init__(self, code: int, text: str) -> None:
+        self._code, self._text = code, text
+
+    def code(self) -> int:
+        return self._code
+
+    def str(self) -> str:
+        return self._text
+
+
+#: librdkafka 2.x's own texts, as its error_cb gave them (measured: a TLS listener of
+#: tests' CA, a plaintext one, a Kafka 4.3.1 SASL_SSL listener with a wrong password)
+_CERT = ("ssl://127.0.0.1:9/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate verify failed: "
+         "broker certificate could not be verified, verify that ssl.ca.location is correctly configured or root CA "
+         "certificates are installed (install ca-certificates package) (after 1ms in state SSL_HANDSHAKE)")
+_CERT_TRANSPORT = ("ssl://127.0.0.1:9/bootstrap: error:0A000086:SSL routines::certificate verify failed (after 1ms in "
+                   "state SSL_HANDSHAKE)")
+_TO_PLAINTEXT = ("ssl://127.0.0.1:9/bootstrap: SSL handshake failed: Disconnected: connection reset by peer: connecting "
+                 "to a PLAINTEXT broker listener? (after 0ms in state SSL_HANDSHAKE)")
+_SASL = ("sasl_ssl://127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed during authentication due "
+         "to invalid credentials with SASL mechanism SCRAM-SHA-512 (after 302ms in state AUTH_REQ)")
+_REFUSED = "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection refused (after 0ms in state CONNECT)"
+
+
+@pytest.mark.parametrize("code,text,kind", [
+    ("_AUTHENTICATION", _SASL, "sasl"), ("_SSL", _CERT, "tls"), ("_TRANSPORT", _CERT_TRANSPORT, "tls"),
+    ("_TRANSPORT", _TO_PLAINTEXT, "protocol"),
+    ("_TRANSPORT", "127.0.0.1:9/bootstrap: Disconnected while requesting ApiVersion: might be caused by incorrect "
+                   "security.protocol configuration (connecting to a SSL listener?) or broker version is < 0.10 (see "
+                   "api.version.request) (after 3ms in state APIVERSION_QUERY)", "protocol"),
+    # no TLS to a SASL_SSL listener of Kafka 4.3.1: librdkafka 2.x says nothing to error_cb but this
+    ("_ALL_BROKERS_DOWN", "0/1 brokers are down", None),
+    ("_TRANSPORT", _REFUSED, None), ("_ALL_BROKERS_DOWN", "1/1 brokers are down", None),
+])
+def test_the_kind_of_a_client_failure(code: str, text: str, kind: str | None) -> None:
+    from confluent_kafka import KafkaError
+
+    from pytest_kafka_mirror.clusters._auth import failure_kind
+
+    assert failure_kind(getattr(KafkaError, code), text) == kind
+
+
+def _secured(kind_props: dict[str, str], origins: dict[str, str]) -> BootstrapCluster:
+    cluster = BootstrapCluster("source", "127.0.0.1:9")
+    cluster.set_client_properties(kind_props, origins)
+    return cluster
+
+
+FILE = "/home/u/primary-client.properties via ini key kafka_mirror_source_config"
+
+
+@pytest.mark.parametrize("errors,line", [
+    # a wrong password: the SASL properties, each with where it came from, the secret masked
+    ([("_TRANSPORT", _REFUSED), ("_AUTHENTICATION", _SASL)],
+     "source: authentication failed at 127.0.0.1:9: SASL authentication error: Authentication failed during "
+     "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512. Hint: check the source cluster's "
+     f"SASL client properties: sasl.mechanisms=SCRAM-SHA-512, sasl.username=alice, security.protocol=SASL_SSL (from "
+     f"{FILE}); sasl.password={MASK} (from --kafka-mirror-source-config-set)"),
+    # a broker certificate the CA did not sign: the TLS properties; librdkafka's detailed error kept over its short one
+    ([("_TRANSPORT", _CERT_TRANSPORT), ("_SSL", _CERT), ("_TRANSPORT", _CERT_TRANSPORT)],
+     "source: TLS handshake failed at 127.0.0.1:9: SSL handshake failed: error:0A000086:SSL routines::certificate "
+     "verify failed: broker certificate could not be verified, verify that ssl.ca.location is correctly configured "
+     "or root CA certificates are installed (install ca-certificates package). Hint: check the source cluster's TLS "
+     "client properties: ssl.ca.location=/etc/other-ca.pem (from env KAFKA_MIRROR_SOURCE_CONFIG_SET); "
+     f"security.protocol=SASL_SSL (from {FILE}); ssl.ca.location must hold the CA that signed the broker's "
+     "certificate"),
+    # TLS to a plaintext listener: security.protocol
+    ([("_TRANSPORT", _TO_PLAINTEXT)],
+     "source: 127.0.0.1:9 closed the connection before answering: SSL handshake failed: Disconnected: connection "
+     "reset by peer: connecting to a PLAINTEXT broker listener? Hint: check the source cluster's security client "
+     f"properties: security.protocol=SASL_SSL (from {FILE})"),
+])
+def test_each_kind_of_failure_names_its_properties_and_where_they_came_from(errors: list[tuple[str, str]],
+                                                                          line: str) -> None:
+    from confluent_kafka import KafkaError
+
+    cluster = _secured({**SECURED, "sasl.mechanisms": "SCRAM-SHA-512", "ssl.ca.location": "/etc/other-ca.pem"},
+                       {**dict.fromkeys(SECURED, FILE), "sasl.password": "--kafka-mirror-source-config-set",
+                        "ssl.ca.location": "env KAFKA_MIRROR_SOURCE_CONFIG_SET"})
+    for code, text in errors:
+        cluster._on_error(_Err(getattr(KafkaError, code), text))
+    assert cluster.auth_failure() == line
+    assert PASSWORD not in line and "address" not in line and "is up" not in line
+    # librdkafka's guess of a wrong protocol words the message, but never ends a start-up early
+    assert (cluster.auth_failure(definite=True) is None) == (errors[-1][1] == _TO_PLAINTEXT)
+
+
+def test_the_origins_of_each_client_property(tmp_path: Path) -> None:
+    f = tmp_path / "primary-client.properties"
+    f.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=SCRAM-SHA-512\nsasl.username=alice\nsasl.password=old\n")
+    s = _resolve({SOURCE_SET.dest: [SOURCE_SET.parse(f"sasl.password={PASSWORD}")]},
+                 ini={"kafka_mirror_source_config": str(f)}, env={"KAFKA_MIRROR_TARGET_CONFIG_SET": "client.id=t"})
+    in_file = f"{f} via ini key kafka_mirror_source_config"
+    assert s.source_client_origins == {"security.protocol": in_file, "sasl.mechanisms": in_file,
+                                       "sasl.username": in_file, "sasl.password": "--kafka-mirror-source-config-set"}
+    assert s.target_client_origins == {"client.id": "env KAFKA_MIRROR_TARGET_CONFIG_SET"}
+
+
+@pytest.fixture
+def listener(tmp_path: Path) -> Any:
+    """``listener(tls)``: the port of a local listener that accepts, does a TLS handshake
+    with the certificate of a CA of its own (``tls``) or none, then closes."""
+    import socket
+    import ssl
+    import threading
+
+    from pytest_kafka_mirror.clusters._tls import make_tls_files
+
+    files = make_tls_files(tmp_path / "broker")
+    sockets: list[socket.socket] = []
+
+    def start(tls: bool) -> int:
+        server = socket.socket()
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        sockets.append(server)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(files.broker))
+
+        def serve() -> None:
+            while True:
+                try:
+                    conn, _ = server.accept()
+                except OSError:
+                    return
+                try:
+                    if tls:
+                        conn = context.wrap_socket(conn, server_side=True)
+                    conn.recv(64)
+                except (OSError, ssl.SSLError):
+                    pass
+                finally:
+                    conn.close()
+
+        threading.Thread(target=serve, daemon=True).start()
+        return int(server.getsockname()[1])
+
+    yield start
+    for s in sockets:
+        s.close()
+
+
+def test_a_bootstrap_cluster_that_answers_but_refuses_the_client_is_not_told_to_check_its_address(
+        tmp_path: Path, listener: Any) -> None:
+    """Real librdkafka against real listeners (no Kafka needed: the failures come before any
+    Kafka request): a CA that did not sign the broker's certificate, TLS to a plaintext
+    listener, and nothing listening, which alone gets the address hint."""
+    from pytest_kafka_mirror.clusters._tls import make_tls_files
+    from pytest_kafka_mirror.clusters.base import ClusterAuthError, ClusterError
+
+    other_ca = make_tls_files(tmp_path / "other").ca
+    tls, plain = listener(True), listener(False)
+    wrong_ca = BootstrapCluster("source", f"127.0.0.1:{tls}", connect_timeout=2)
+    wrong_ca.set_client_properties({"security.protocol": "SSL", "ssl.ca.location": str(other_ca)},
+                                   {"security.protocol": FILE, "ssl.ca.location": "--kafka-mirror-source-config-set"})
+    with pytest.raises(ClusterAuthError) as e:
+        wrong_ca.start()
+    text = str(e.value)
+    assert text.startswith(f"source: TLS handshake failed at 127.0.0.1:{tls}: SSL handshake failed: ") \
+        and "certificate verify failed" in text, text
+    assert (f"Hint: check the source cluster's TLS client properties: ssl.ca.location={other_ca} "
+            f"(from --kafka-mirror-source-config-set); security.protocol=SSL (from {FILE})" in text), text
+    assert "check the address" not in text and "\n" not in text
+    to_plain = BootstrapCluster("source", f"127.0.0.1:{plain}", connect_timeout=2)
+    to_plain.set_client_properties({"security.protocol": "SSL"}, {"security.protocol": FILE})
+    with pytest.raises(ClusterAuthError, match=r"connecting to a PLAINTEXT broker listener\? Hint: check the source "
+                                               r"cluster's security client properties: security.protocol=SSL \(from ") as e:
+        to_plain.start()
+    assert "check the address" not in str(e.value)
+    with pytest.raises(ClusterError, match=r"no answer from bootstrap servers .* Hint: check the address given to "
+                                           r"--kafka-mirror-source \(bootstrap:HOST:PORT\) and that the cluster is up"):
+        BootstrapCluster("source", "127.0.0.1:1", connect_timeout=1).start()
 
 
 def test_the_report_header_shows_the_properties_masked(pytester: pytest.Pytester) -> None:

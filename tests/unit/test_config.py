@@ -173,3 +173,114 @@ def test_spark_remote_without_the_connect_client_says_what_to_install(monkeypatc
     with pytest.raises(SettingsError, match=r"^env KAFKA_MIRROR_SPARK_REMOTE: .* grpcio, pandas is not installed: "
                                             r"pip install 'pyspark\[connect\]'"):
         _resolve(env={"KAFKA_MIRROR_SPARK_REMOTE": "sc://h:1"})
+
+
+# ----------------------------------------------------------------------------- relative paths
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An ini file in ``proj/`` beside the files it names, pytest run from ``proj/tests/``
+    (pytest finds the ini file of a parent directory), and ``elsewhere/`` for the command
+    line's and the environment's files."""
+    from tests.kafka import fake_release
+
+    proj = tmp_path / "proj"
+    (proj / "tests").mkdir(parents=True)
+    (proj / "primary-client.properties").write_text("client.id=from-the-project\n")
+    fake_release(proj / "dist", "3.9.0")
+    (proj / "pytest.ini").write_text("[pytest]\n")
+    monkeypatch.chdir(proj / "tests")
+    return proj
+
+
+def _from_ini(project: Path, ini: dict[str, object], env: dict[str, str] | None = None):
+    return resolve_settings({}, lambda k: ini.get(k), env or {}, rootdir=Path("/r"), inipath=project / "pytest.ini")
+
+
+def test_an_ini_key_s_relative_paths_are_read_from_the_ini_file_s_directory(project: Path) -> None:
+    from pytest_kafka_mirror.clusters._tls import make_tls_files
+
+    make_tls_files(project / "tls")  # librdkafka opens ssl.ca.location while it checks the properties
+    home = project / "dist" / "kafka-3.9.0"
+    s = _from_ini(project, {
+        "kafka_mirror_source_config": "primary-client.properties",
+        "kafka_mirror_target_config_set": ["security.protocol=SSL", "ssl.ca.location=tls/ca.pem"],
+        "kafka_mirror_kafka_home": "dist/kafka-3.9.0", "kafka_mirror_kafka_cache": "cache",
+        "kafka_mirror_source": "kafka-home:dist/kafka-3.9.0", "kafka_mirror_replicator": "mm2:dist/kafka-3.9.0",
+        "kafka_mirror_report_dir": "out/reports", "kafka_mirror_storage": "file://runs",
+        "kafka_mirror_compare": "runs/0001_base.json",
+    })
+    assert dict(s.source_client) == {"client.id": "from-the-project"}
+    assert s.source_client_origins == {
+        "client.id": f"{project / 'primary-client.properties'} via ini key kafka_mirror_source_config"}
+    assert s.target_client["ssl.ca.location"] == str(project / "tls" / "ca.pem")
+    assert s.kafka_home == str(home) and s.kafka_cache == str(project / "cache")
+    assert s.source.arg == str(home) and s.replicator.arg == str(home)
+    assert s.report_dir == project / "out" / "reports" and s.storage == project / "runs"
+    assert s.compare == str(project / "runs" / "0001_base.json")
+    # ... and nothing else moves: absolute paths, versions, names
+    s = _from_ini(project, {"kafka_mirror_replicator": "mm2:4.3.1", "kafka_mirror_compare": "base",
+                            "kafka_mirror_kafka_cache": str(project / "abs")})
+    assert s.replicator.arg == "4.3.1" and s.compare == "base" and s.kafka_cache == str(project / "abs")
+
+
+def test_without_an_ini_file_or_on_the_command_line_and_in_the_environment_from_the_current_directory(
+        project: Path) -> None:
+    here = Path.cwd()
+    (here / "mine.properties").write_text("client.id=from-here\n")
+    env = {"KAFKA_MIRROR_SOURCE_CONFIG": "mine.properties", "KAFKA_MIRROR_KAFKA_CACHE": "cache"}
+    s = _from_ini(project, {}, env)
+    assert dict(s.source_client) == {"client.id": "from-here"} and s.kafka_cache == str(here / "cache")
+    opt = OPTIONS_BY_NAME["target-config"]
+    s = resolve_settings({opt.dest: opt.argparse_type("mine.properties")}, lambda k: None, {},
+                         inipath=project / "pytest.ini")  # as argparse parses it, in the current directory
+    assert dict(s.target_client) == {"client.id": "from-here"}
+    assert s.target_client_origins == {"client.id": f"{here / 'mine.properties'} via --kafka-mirror-target-config"}
+    s = resolve_settings({}, lambda k: {"kafka_mirror_kafka_cache": "cache"}.get(k), {})  # no ini file: pytest -o
+    assert s.kafka_cache == str(here / "cache")
+
+
+@pytest.mark.parametrize("source", ["ini", "env", "cli"])
+def test_a_missing_file_names_the_absolute_path_tried_and_where_the_value_came_from(project: Path,
+                                                                                   source: str) -> None:
+    import argparse
+
+    opt = OPTIONS_BY_NAME["source-config"]
+    if source == "cli":
+        with pytest.raises(argparse.ArgumentTypeError) as e:  # argparse prefixes "argument --kafka-mirror-source-config"
+            opt.argparse_type("missing.properties")
+        assert str(e.value) == (f"{str(Path.cwd() / 'missing.properties')!r}: no such file ('missing.properties' "
+                                "read from the current directory)")
+        return
+    with pytest.raises(SettingsError) as e:
+        _from_ini(project, {"kafka_mirror_source_config": "missing.properties"} if source == "ini" else {},
+                  {"KAFKA_MIRROR_SOURCE_CONFIG": "missing.properties"} if source == "env" else {})
+    if source == "ini":
+        assert str(e.value) == (f"ini key kafka_mirror_source_config (in {project / 'pytest.ini'}, whose relative "
+                                f"paths are read from its directory): {str(project / 'missing.properties')!r}: no "
+                                "such file")
+    else:
+        assert str(e.value) == (f"env KAFKA_MIRROR_SOURCE_CONFIG: {str(Path.cwd() / 'missing.properties')!r}: no such "
+                                "file ('missing.properties' read from the current directory)")
+
+
+def test_a_missing_kafka_home_of_the_ini_file_names_the_path_tried(project: Path) -> None:
+    import re
+
+    tried = re.escape(str(project / "nowhere"))
+    with pytest.raises(SettingsError, match=r"^ini key kafka_mirror_source \(in .*pytest.ini, whose relative paths are "
+                                            rf"read from its directory\): 'kafka-home:{tried}': '{tried}' is not a "
+                                            r"directory"):
+        _from_ini(project, {"kafka_mirror_source": "kafka-home:nowhere"})
+
+
+def test_a_session_run_from_a_subdirectory_reads_the_ini_file_s_paths_from_its_directory(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest finds the ini file of a parent directory; the plugin gets its path (config.inipath)."""
+    pytester.makeini("[pytest]\nkafka_mirror_source_config = primary-client.properties\n")
+    (pytester.path / "primary-client.properties").write_text("client.id=from-the-project\n")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    (pytester.path / "sub").mkdir()
+    monkeypatch.chdir(pytester.path / "sub")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--co", str(pytester.path / "test_x.py"))
+    result.stdout.fnmatch_lines(["kafka-mirror: source client properties: client.id=from-the-project"])
+    assert result.ret == 0

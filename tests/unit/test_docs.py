@@ -61,3 +61,13 @@ def test_readme_commands_are_what_ci_runs() -> None:
     assert marked_block("README", "main-command").strip() == "pip install -e . && python -m pytest scenarios -n 2"
     assert "<!-- main-command -->" in ci and "<!-- test-command -->" in ci
     assert marked_block("README", "test-command").strip().startswith("pip install -e '.[test]' && python -m pytest tests")
+
+
+def test_readme_makes_a_virtual_environment_before_its_first_commands() -> None:
+    """The first screen makes a venv (outside the markers: CI's commands stay as they are),
+    then the two commands, and ends within 40 lines."""
+    text = doc_text("README")
+    venv = text.find("\npython -m venv .venv && . .venv/bin/activate\n")
+    assert 0 <= venv < text.index("<!-- main-command -->"), "README: no venv line before the main command"
+    first_screen = text.split("<!-- /test-command -->", 1)[0].count("\n") + 1
+    assert first_screen <= 40, f"README's first screen takes {first_screen} lines to its test command"

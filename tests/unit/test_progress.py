@@ -140,6 +140,47 @@ def test_without_a_tty_a_line_comes_only_once_the_interval_is_reached(tmp_path: 
                                    "acked 0, arrived 0\n")
 
 
+def test_a_piped_session_is_never_silent_for_much_longer_than_the_default_interval(tmp_path: Path) -> None:
+    """A session as CI logs it: the display ticks every second (as its thread does) over
+    runs one after the other (a test's run-0 then run-1, a pause between two tests, two
+    workers at once); the longest time anything ran without a progress line is measured."""
+    from pytest_kafka_mirror.report.progress import LIVE_EVERY
+
+    assert LIVE_EVERY == 1.0  # the display thread's tick, simulated below
+    assert display_mode("auto", False, False) == (False, 10.0)  # the default of a CI log
+    display, out, clock, spool = _display(tmp_path, live=False, terminal=FakeTerminal(used=0))
+    other = ProgressSpool(tmp_path / "spool", "gw1")
+    #: (spool, run, start, end) in seconds from T0
+    runs = [(spool, "run-a0", 0.0, 25.0), (spool, "run-a1", 25.4, 52.0),  # one test's two runs
+            (spool, "run-b0", 55.0, 63.0),  # the next test, after a 3 s pause
+            (other, "run-c0", 58.0, 90.0), (spool, "run-d0", 63.5, 77.0)]  # another worker meanwhile
+    lines_at: list[int] = []
+    longest, quiet_since = 0, None
+    for tick in range(100):  # seconds from T0, a tick each
+        clock[0] = T0 + tick
+        for s, name, start, end in runs:
+            if start <= tick < end and str(tmp_path / name) not in s.runs:
+                s.phase(f"test_a.py::test_{name}", tmp_path / name, "producing", expected_s=end - start)
+                s.runs[str(tmp_path / name)]["since"] = T0 + start
+                s._write()
+            elif tick >= end:
+                s.done(tmp_path / name)
+        before = out.getvalue().count("kafka-mirror: ")
+        display.tick()
+        wrote = out.getvalue().count("kafka-mirror: ") > before
+        # silent since the last line (or the first run's start); the pauses between the runs
+        # here are shorter than an interval, so they count, as they do for someone reading the log
+        if wrote or any(start <= tick < end for _, _, start, end in runs):
+            quiet_since = tick if quiet_since is None else quiet_since
+            longest = max(longest, tick - quiet_since)
+        if wrote:
+            lines_at.append(tick)
+            quiet_since = tick
+    assert longest <= DEFAULT_INTERVAL, (longest, lines_at)
+    # a line for each run running then, two at once while two workers run
+    assert out.getvalue().count("test_run-c0 producing") == 3
+
+
 def test_on_a_tty_the_live_status_ends_pytest_s_line_and_is_erased_before_pytest_writes(tmp_path: Path) -> None:
     terminal = FakeTerminal(used=len("test_a.py .."))
     display, out, clock, spool = _display(tmp_path, live=True, terminal=terminal)
@@ -223,26 +264,28 @@ def test_a_ci_log_gets_a_progress_line_per_interval(pytester: pytest.Pytester, a
 
 def test_no_progress_line_before_the_interval_nor_when_off(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_slow=SCENARIO.replace("{sleep!r}", "1.5"))
-    for args in ([], [f"{PROGRESS}=off"]):  # auto without a TTY: a line every 30 s
+    for args in ([], [f"{PROGRESS}=off"]):  # auto without a TTY: a line every 10 s
         result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
         result.assert_outcomes(passed=1)
         assert "kafka-mirror: test_slow" not in result.stdout.str()
 
 
-def test_on_a_real_tty_the_live_status_is_shown_and_taken_back(pytester: pytest.Pytester) -> None:
-    """pytest on a pseudo-terminal: the status appears at the end of pytest's line, every
-    second, and is erased before the result is written there."""
+def _on_a_pty(pytester: pytest.Pytester, sleep: float, columns: int, env: dict[str, str]) -> str:
+    """What pytest writes to a pseudo-terminal of ``columns`` columns, running the scenario."""
+    import fcntl
     import os
     import pty
+    import struct
     import subprocess
     import sys
+    import termios
     import time
 
-    pytester.makepyfile(test_slow=SCENARIO.replace("{sleep!r}", "2.5"))
+    pytester.makepyfile(test_slow=SCENARIO.replace("{sleep!r}", repr(sleep)))
     main, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_slow.py"],
-                            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=child, stderr=child,
-                            env={**os.environ, "COLUMNS": "200"})
+                            cwd=pytester.path, stdin=subprocess.DEVNULL, stdout=child, stderr=child, env=env)
     os.close(child)
     out = b""
     deadline = time.monotonic() + 120
@@ -256,7 +299,15 @@ def test_on_a_real_tty_the_live_status_is_shown_and_taken_back(pytester: pytest.
         out += chunk
     os.close(main)
     assert proc.wait(timeout=30) == 0, out.decode(errors="replace")[-3000:]
-    text = out.decode(errors="replace")
+    return out.decode(errors="replace")
+
+
+def test_on_a_real_tty_the_live_status_is_shown_and_taken_back(pytester: pytest.Pytester) -> None:
+    """pytest on a pseudo-terminal: the status appears at the end of pytest's line, every
+    second, and is erased before the result is written there."""
+    import os
+
+    text = _on_a_pty(pytester, 2.5, 200, {**os.environ, "COLUMNS": "200"})
     # at the end of pytest's line: after its "test_slow.py ", or where the previous status was erased
     found = list(re.finditer(r"(?:test_slow\.py |\x1b\[K)( \[test_slow producing \d+/1 min 00 s, ETA [^:\]]+: sent 1,234, "
                              r"acked 1,200, arrived 0, missing 1,200\])", text))
@@ -264,3 +315,17 @@ def test_on_a_real_tty_the_live_status_is_shown_and_taken_back(pytester: pytest.
     for status in found:  # each taken back (cursor back its length, erase to the end of the line) before the next
         assert text[status.end():].startswith(f"\x1b[{len(status.group(1))}D\x1b[K"), text[status.end():][:200]
     assert re.search(r"\x1b\[K(\x1b\[32m)?\.", text), text[-3000:]  # the result lands where the status was
+
+
+def test_on_a_wide_tty_the_live_status_uses_the_terminal_s_width(pytester: pytest.Pytester) -> None:
+    """A 150-column terminal, no COLUMNS: the status (about 95 characters) fits after
+    pytest's "test_slow.py " and is shown whole there, not cut for an 80-column one (while a
+    test runs pytest's capture holds descriptor 1, whose size is then unknown)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    text = _on_a_pty(pytester, 2.5, 150, env)
+    whole = re.findall(r"test_slow\.py  \[test_slow producing \d+/1 min 00 s, ETA [^:\]]+: sent 1,234, acked 1,200, "
+                       r"arrived 0, missing 1,200\]", text)
+    # neither on a line of its own nor cut ("...") to fit 80 columns
+    assert whole and "kafka-mirror: test_slow" not in text and "...\x1b[K" not in text, text[-3000:]

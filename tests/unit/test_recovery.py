@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_kafka_mirror.verify._recovery import discovery_seconds, recoveries, with_missing_so_far
+from pytest_kafka_mirror.verify._recovery import HOLD_S, discovery_seconds, recoveries, with_missing_so_far
 
 T0 = 1_700_000_000
 
@@ -36,6 +36,25 @@ def test_a_relapse_restarts_the_streak() -> None:
     timeline = [sec(0), sec(1, p99=5000), sec(2), sec(3, p99=5000), sec(4), sec(5)]
     [r] = recoveries(timeline, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
     assert r.recovered_time == T0 + 4 and r.seconds == 3
+
+
+def test_a_blip_after_a_held_recovery_does_not_undo_it_and_a_long_relapse_does() -> None:
+    # healthy for HOLD_S seconds from 2 on, then one second over the SLO (a loaded host), healthy again
+    blip = [sec(0), sec(1, p99=5000), sec(2), sec(3), sec(4), sec(5, p99=1100), sec(6), sec(7)]
+    [r] = recoveries(blip, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
+    assert HOLD_S == 3 and r.recovered_time == T0 + 2 and not r.in_drain
+    # a relapse of HOLD_S seconds starts the search again
+    relapse = [*blip[:5], sec(5, p99=1100), sec(6, p99=1100), sec(7, p99=1100), sec(8), sec(9)]
+    [r] = recoveries(relapse, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
+    assert r.recovered_time == T0 + 8
+    # a blip in the last second of production is no recovery by its end: the drain decides
+    tail = [*blip[:5], sec(5, p99=1100)]
+    [r] = recoveries(tail, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
+    assert r.in_drain and r.recovered_time == T0 + 6
+    # a blip that lost records is forgiven for the recovery time too: the loss is the loss check's (assert_ok)
+    lossy = [*blip[:5], sec(5, received=90), sec(6), sec(7)]
+    [r] = recoveries(lossy, [{"time": T0 + 1, "label": "f", "kind": "outage"}], p99_ms=1000)
+    assert r.recovered_time == T0 + 2
 
 
 def test_since_replaces_markers_and_heals_are_not_episodes() -> None:

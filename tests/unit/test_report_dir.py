@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_kafka_mirror.report.plots import PLOT_KINDS
 from pytest_kafka_mirror.rundir import WRITTEN_LIST, WRITTEN_LOCK, note_report_files
 from tests.stored import sample_report
 
@@ -118,7 +119,7 @@ def test_xdist_workers_of_one_session_keep_each_other_s_reports(pytester: pytest
     assert not old.exists()
     jsons = {n for n in names if n.startswith("test_many") and n.endswith(".json")}
     assert jsons == {f"test_many.py.test_many_{i}.json" for i in range(8)}, names
-    assert sum(n.endswith(".svg") for n in names) == 8 * 3
+    assert sum(n.endswith(".svg") for n in names) == 8 * len(PLOT_KINDS)
     listed = (reports / WRITTEN_LIST).read_text().splitlines()
     assert listed[0].startswith("session ") and len(listed) == len(set(listed))
     assert set(listed[1:]) == names  # every file the session wrote, each once

@@ -186,6 +186,9 @@ class _Thing:
     def stop(self) -> None:
         self.log.append(f"stop {self.name}")
 
+    def kill(self) -> None:
+        self.log.append(f"kill {self.name}")
+
 
 class _Replicator(_Thing, ReplicatorBase):
     """A flow's replicator: a thing with the default capabilities (ReplicatorBase) but its cycle detection."""
@@ -217,8 +220,9 @@ def test_add_cluster_and_add_flow_are_owned_and_stopped_in_reverse() -> None:
     assert out.target_cluster is third and env.flow("source", "third") is out and str(out) == "source -> third"
     assert env.flow().replicator is env.replicator and list(env.clusters) == ["source", "target", "third"]
     env.close()
+    # the flows' replicators are discarded (SIGKILL: nothing reads what a graceful stop saves), in reverse
     assert log == ["start third", "start target->source", "start source->third",
-                   "stop source->third", "stop target->source", "stop third"]
+                   "kill source->third", "kill target->source", "stop third"]
 
 
 def test_a_flow_that_fails_to_start_is_stopped_with_the_environment() -> None:
@@ -228,7 +232,7 @@ def test_a_flow_that_fails_to_start_is_stopped_with_the_environment() -> None:
         env.add_flow("target", "source")
     assert ("target", "source") not in env.extra_flows
     env.close()
-    assert log == ["start target->source", "stop target->source"]
+    assert log == ["start target->source", "kill target->source"]
 
 
 def test_topology_verbs_refuse_what_they_cannot_do() -> None:
@@ -347,3 +351,35 @@ def test_the_reverse_reference_mirror_names_its_internal_topics_by_its_aliases(t
     rev = ReferenceReplicator("b:2", "a:1", tmp_path, topics="^km-", aliases=("target", "source"),
                               properties=(("replication.policy.class", DEFAULT),))
     assert rev.checkpoints.names == names
+
+
+def test_switch_replicator_restarts_the_release_with_the_properties_given_over_the_environments() -> None:
+    """``switch_replicator("current", {KEY: VALUE})``: the old replicator stopped, a new one
+    built by the environment's replacement with those properties (the release's spec the
+    same), started, and the environment's replicator from then on."""
+    events: list[Any] = []
+
+    class Fake:
+        def __init__(self, name: str) -> None:
+            self.name, self.controllable = name, True
+
+        def stop(self) -> None:
+            events.append(("stop", self.name))
+
+        def start(self) -> None:
+            events.append(("start", self.name))
+
+    def replacement(spec: Any, properties: tuple[tuple[str, str], ...]) -> Any:
+        events.append(("build", spec, properties))
+        return Fake("tuned")
+
+    old = Fake("defaults")
+    env = MirrorEnv(None, None, old, private=True, _replacement=replacement,  # type: ignore[arg-type]
+                    releases={"current": "mm2:4.3.1", "previous": "mm2:4.2.0"})  # type: ignore[dict-item]
+    new = env.switch_replicator("current", {"tasks.max": "1", "target.producer.batch.size": "524288"})
+    assert env.replicator is new and new.name == "tuned"
+    assert events == [("stop", "defaults"),
+                      ("build", "mm2:4.3.1", (("tasks.max", "1"), ("target.producer.batch.size", "524288"))),
+                      ("start", "tuned")]
+    env.switch_replicator("previous")  # no properties: none over the environment's
+    assert events[-2] == ("build", "mm2:4.2.0", ())

@@ -18,7 +18,12 @@ nothing, so these knobs put them into the reference mirror:
     rebalance);
 ``restart_delay``
     a start (the first one and every restart) takes that long before the mirror copies
-    anything (MM2: the worker joins its group and is assigned its tasks).
+    anything (MM2: the worker joins its group and is assigned its tasks);
+``max_rate``
+    records/s across all its topics, at most (0: as fast as it goes): a replicator of a
+    known capacity, which the capacity figures must measure (``verify/_capacity.py``).
+    A token bucket holding at most a tenth of a second of records: after an idle spell
+    it does not copy a burst above the rate.
 
 Topics present at start are found by the first scan, as every replicator does: neither
 delayed nor paused.  ``like=mm2`` sets all four as measured with MirrorMaker 2 on the
@@ -34,6 +39,9 @@ from typing import Any
 
 __all__ = ["PRESETS", "Behaviour", "split_behaviour"]
 
+#: What a knob that is not a number of seconds counts.
+_UNITS = {"max_rate": "number of records/s (0: unthrottled)"}
+
 
 @dataclass(frozen=True)
 class Behaviour:
@@ -43,12 +51,14 @@ class Behaviour:
     discovery_delay: float = 0.0
     rebalance_pause: float = 0.0
     restart_delay: float = 0.0
+    max_rate: float = 0.0  # records/s across the topics; 0: unthrottled
 
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"replicator knob {f.name}={value!r}: must be a number of seconds >= 0")
+                raise ValueError(f"replicator knob {f.name}={value!r}: must be a {_UNITS.get(f.name, 'number of seconds')}"
+                                 " >= 0")
         if self.discovery_interval <= 0:
             raise ValueError(f"replicator knob discovery_interval={self.discovery_interval!r}: must be > 0")
 
@@ -98,7 +108,8 @@ def split_behaviour(text: str) -> tuple[Behaviour, str]:
             try:
                 values[name] = float(raw)
             except ValueError:
-                raise ValueError(f"replicator knob {part!r}: {raw!r} is not a number of seconds") from None
+                unit = _UNITS.get(name, "number of seconds").split(" (")[0]
+                raise ValueError(f"replicator knob {part!r}: {raw!r} is not a {unit}") from None
         else:
             rest.append(part)
     return replace(base, **values), ",".join(rest)

@@ -4,7 +4,8 @@ Every record is copied with its key, value, headers, timestamp and partition.  T
 without active fault knobs take the fast path (no decoding); the others go through their
 fault engine (``control.py``).  Between batches the loop does the periodic work: offset
 syncs, the fault control file, topic discovery, commits and a status line.  While a
-rebalance pauses the mirror (``discovery.py``) it consumes nothing.
+rebalance pauses the mirror (``discovery.py``) it consumes nothing.  With ``max_rate``
+(``behaviour.py``) a token bucket decides how many records the next batch may hold.
 """
 
 from __future__ import annotations
@@ -20,12 +21,37 @@ from .groups import GroupSync
 from .knobs import MirrorRecord
 from .positions import DeliveryStats, Positions
 
-__all__ = ["CopyLoop"]
+__all__ = ["CopyLoop", "Throttle"]
 
 STATUS_EVERY = 5.0
 CONTROL_EVERY = 0.05
 #: how long a produce waits for the producer to learn of a grown target partition
 PARTITION_WAIT_S = 30.0
+#: the largest batch a consume returns
+BATCH = 500
+
+
+class Throttle:
+    """At most ``rate`` records/s: a token bucket holding at most ``burst_s`` seconds of
+    records, so an idle spell does not let a burst above the rate through."""
+
+    def __init__(self, rate: float, now: float, burst_s: float = 0.1) -> None:
+        self.rate = rate
+        self.cap = max(1.0, rate * burst_s)
+        self.tokens = 0.0
+        self.at = now
+
+    def allowed(self, now: float) -> int:
+        """Records the next batch may hold (0: wait :meth:`wait_s` first)."""
+        self.tokens = min(self.cap, self.tokens + (now - self.at) * self.rate)
+        self.at = now
+        return int(self.tokens)
+
+    def wait_s(self) -> float:
+        return max(0.0, (1.0 - self.tokens) / self.rate)
+
+    def spend(self, n: int) -> None:
+        self.tokens -= n
 
 
 class CopyLoop:
@@ -33,7 +59,7 @@ class CopyLoop:
 
     def __init__(self, *, consumer: Any, gaps: Any, producer: Any, prefix: str, discovery: Discovery,
                  control: FaultControl, positions: Positions, groups: GroupSync, stats: DeliveryStats,
-                 commit_interval: float, log: Callable[[str], None]) -> None:
+                 commit_interval: float, log: Callable[[str], None], max_rate: float = 0.0) -> None:
         self.consumer = consumer
         self.gaps = gaps
         self.producer = producer
@@ -48,6 +74,7 @@ class CopyLoop:
         self.read = 0  # records of the mirrored topics read from the source
         self.produced = 0  # records produced to the target (fault stages may drop, hold or add)
         self.stopping = False
+        self.throttle = Throttle(max_rate, time.monotonic()) if max_rate > 0 else None
 
     def send(self, rec: MirrorRecord) -> None:
         """Produce a record that went through fault stages (not committed)."""
@@ -127,10 +154,16 @@ class CopyLoop:
         next_control = 0.0
         while not self.stopping:
             now = time.monotonic()
+            batch = BATCH if self.throttle is None else min(BATCH, self.throttle.allowed(now))
             if self.discovery.paused(now):
                 time.sleep(0.01)
+            elif batch < 1:
+                time.sleep(min(0.01, self.throttle.wait_s()) if self.throttle else 0.01)
             else:
-                self.copy(self.gaps.filter(self.consumer.consume(500, 0.01)), time.monotonic())
+                msgs = self.consumer.consume(batch, 0.01)
+                if self.throttle is not None:
+                    self.throttle.spend(len(msgs))
+                self.copy(self.gaps.filter(msgs), time.monotonic())
                 now = time.monotonic()
                 for engine in self.control.engines.values():
                     for out in engine.tick(now):

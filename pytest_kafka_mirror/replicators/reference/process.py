@@ -55,6 +55,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--discovery-delay", type=float, default=0.0, help="a new topic is copied this much later")
     ap.add_argument("--rebalance-pause", type=float, default=0.0, help="a new topic stops every topic this long")
     ap.add_argument("--restart-delay", type=float, default=0.0, help="seconds before a start copies anything")
+    ap.add_argument("--max-rate", type=float, default=0.0, help="records/s across the topics, at most (0: unthrottled)")
     ap.add_argument("--ready-file", type=Path)
     ap.add_argument("--warmup-topic", default="", help="target topic for one warm-up record ('' = none)")
     ap.add_argument("--faults", type=Path, help="JSON control file of fault knobs (re-read when it changes)")
@@ -190,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     from .policy import AliasPolicy
     from .positions import DeliveryStats, Positions
 
-    behaviour = Behaviour(args.discovery_interval, args.discovery_delay, args.rebalance_pause, args.restart_delay)
+    behaviour = Behaviour(args.discovery_interval, args.discovery_delay, args.rebalance_pause, args.restart_delay,
+                          args.max_rate)
     consumer, producer, src_admin, dst_admin = _clients(args, source_settings["isolation.level"])
     # A broker showing a later record of a partition first (Tansu with several producers on
     # one partition) must not make the mirror skip the earlier one: re-read the gap.
@@ -219,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
                                             names.heartbeats).is_cycle)
     loop = CopyLoop(consumer=consumer, gaps=gaps, producer=producer, prefix=args.prefix, discovery=discovery,
                     control=control, positions=positions, groups=groups, stats=stats,
-                    commit_interval=args.commit_interval, log=_log)
+                    commit_interval=args.commit_interval, log=_log, max_rate=behaviour.max_rate)
 
     def on_term(signum: int, frame: Any) -> None:
         loop.stopping = True
