@@ -18,6 +18,7 @@ from pytest_kafka_mirror.config import SettingsError, resolve_settings
 from pytest_kafka_mirror.env import MirrorEnv, external_env, external_lock
 from pytest_kafka_mirror.faults import kill, pause, restart, start, terminate
 from pytest_kafka_mirror.faults.schedule import MirrorFaults
+from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.replicators import NamingPolicy, ReplicatorError
 from pytest_kafka_mirror.replicators import connect_status as cs
 from pytest_kafka_mirror.replicators import external as ext
@@ -112,25 +113,40 @@ def _hold(share: str, exclusive: bool, hold: float, events: Any) -> None:
         events.put(("out", exclusive, time.monotonic()))
 
 
+def _gate_taken(share: Path) -> bool:
+    import fcntl
+
+    with open(share / "external-replicator.gate", "a+b") as gate:
+        try:
+            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(gate, fcntl.LOCK_UN)
+        return False
+
+
 def test_a_test_that_controls_it_runs_alone_across_workers(tmp_path: Path) -> None:
     """Two readers share the lock; a writer waits for both, and a reader that comes while it
     waits waits for the writer (no writer starves)."""
     ctx = multiprocessing.get_context("spawn")
     events = ctx.Queue()
     share = str(tmp_path / "share")
-    readers = [ctx.Process(target=_hold, args=(share, False, 1.5, events)) for _ in range(2)]
+    readers = [ctx.Process(target=_hold, args=(share, False, 3.0, events)) for _ in range(2)]
     for p in readers:
         p.start()
     ins = [events.get(timeout=30) for _ in range(2)]
     writer = ctx.Process(target=_hold, args=(share, True, 1.0, events))
     writer.start()
-    time.sleep(0.3)
+    wait_until(lambda: _gate_taken(Path(share)), 30, "the writer to take the gate")  # then it waits for the readers
     late = ctx.Process(target=_hold, args=(share, False, 0.1, events))
     late.start()
     seen = ins + [events.get(timeout=30) for _ in range(6)]
     for p in (*readers, writer, late):
         p.join(30)
-    order = [(kind, excl) for kind, excl, _ in seen]
+    # in the order they happened: a Queue's put returns before its feeder thread writes, so a
+    # reader's "out" can reach the queue after the writer's "in" (CLOCK_MONOTONIC is one clock
+    # for every process; each stamp is taken while the lock is held)
+    order = [(kind, excl) for kind, excl, _ in sorted(seen, key=lambda e: e[2])]
     assert order[:2] == [("in", False), ("in", False)]  # the readers together
     w_in = order.index(("in", True))
     assert order[2:w_in] == [("out", False), ("out", False)]  # the writer after both left
