@@ -79,6 +79,10 @@ def test_sigterm_then_start(mirror_topics, mirror_producer, mirror_verifier, mir
 def test_sigkill_then_start(mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     topics = mirror_topics(TOPICS, partitions=3)
     rep = mirror_faults.replicator
+    if rep.commit_interval_s is None:  # before anything is produced
+        pytest.skip(f"this scenario bounds the duplicates after a SIGKILL by one commit interval's records, and "
+                    f"{rep.spec} states no commit interval (the plugin does not configure it); "
+                    f"test_sigterm_then_start covers its restart")
     run = mirror_producer(topics, rate=RATE, duration=_duration(rep),
                           faults=[at(STOP_AT, kill(rep)), at(START_AT, start(rep))])
     # what it copied since its last commit, and what it had in flight: at most the latency SLO's

@@ -80,6 +80,9 @@ def _mm2_properties(primary: Cluster, backup: Cluster) -> str:
         "sync.group.offsets.interval.seconds": "1",
         "emit.heartbeats.interval.seconds": "1",
         "offset.flush.interval.ms": "5000",
+        # the 1 MiB records of test_large_messages_1mb (the Java clients' default is 1 MiB per request)
+        "backup.producer.max.request.size": "2097152",
+        "primary.consumer.max.partition.fetch.bytes": "2097152",
         "replication.factor": "1", "checkpoints.topic.replication.factor": "1",
         "heartbeats.topic.replication.factor": "1", "offset-syncs.topic.replication.factor": "1",
         "offset.storage.replication.factor": "1", "status.storage.replication.factor": "1",
@@ -142,13 +145,15 @@ def test_the_scenario_library_runs_or_skips_saying_why_and_leaves_no_topic(
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     t0 = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "scenarios", "-n", "2", "-p", "no:cacheprovider", "-m", "not nightly", "-rs",
+        [sys.executable, "-m", "pytest", "scenarios", "-n", "2", "-p", "no:cacheprovider", "-m", "not nightly", "-rfEs",
          "--kafka-mirror-report-dir", str(tmp_path / "reports"), *options],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=3600, check=False)
     took = time.monotonic() - t0
     out = done.stdout
+    (tmp_path / "session.out").write_text(out + "\n" + done.stderr)
+    failures = "\n".join(line for line in out.splitlines() if line.startswith(("FAILED", "ERROR")))
     summary = out.strip().splitlines()[-1]
-    assert done.returncode == 0, f"{summary} after {took:.0f} s\n{out[-12000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, f"{summary} after {took:.0f} s\n{failures}\n{out[-12000:]}\n{done.stderr[-3000:]}"
     assert " error" not in summary and "passed" in summary, summary
     skips = [line for line in out.splitlines() if line.startswith("SKIPPED")]
     assert all(re.search(r": \S.{20,}", line) for line in skips), "a skip without a reason:\n" + "\n".join(skips)
