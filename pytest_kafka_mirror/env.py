@@ -135,7 +135,7 @@ class MirrorEnv:
         return thing
 
     def own_replicator(self, replicator: Replicator) -> Replicator:
-        """Discard ``replicator`` when the environment closes (see :func:`discard`), unless
+        """Discard ``replicator`` when the environment closes (a SIGKILL, see :class:`_Discarded`), unless
         it is not the plugin's to stop (``controllable`` False: an external replicator)."""
         return self.own(_Discarded(replicator)).replicator if replicator.controllable else replicator  # type: ignore[no-any-return]
 

@@ -295,10 +295,10 @@ def kafka_mirror_settings(pytestconfig: pytest.Config) -> Settings:
 
 def _start_cluster(request: pytest.FixtureRequest, role: str, tmp_path_factory: pytest.TempPathFactory) -> Generator[Cluster, None, None]:
     from .clusters import ClusterError
-    from .clusters.shared import SharedCluster, worker_share_dir
+    from .clusters.shared import SharedCluster
 
     session = _session(request.config)
-    share = worker_share_dir(getattr(request.config, "workerinput", None)) if session.settings.share == "run" else None
+    share = session.share if session.settings.share == "run" else None
     workdir = tmp_path_factory.mktemp(f"kafka-mirror-{role}")
 
     def start() -> Cluster:
@@ -592,8 +592,7 @@ def _external_env(request: pytest.FixtureRequest, session: KafkaMirrorSession,
     why = external_env_needs(request, s, dedicated)
     if why:
         pytest.skip(why)
-    share = _share_dir(request)
-    with external_lock(share, exclusive=controls):
+    with external_lock(session.share.path if session.share is not None else None, exclusive=controls):
         shared = request.getfixturevalue("replicator")
         _revive(session, shared)
         env = external_env(request.getfixturevalue("source_cluster"), request.getfixturevalue("target_cluster"),
@@ -618,14 +617,6 @@ def external_env_needs(request: pytest.FixtureRequest, s: Settings,
         return (f"this scenario starts release {s.upgrade_from} (--kafka-mirror-upgrade-from) and switches to "
                 f"{s.replicator}: the plugin cannot start another release of a replicator you run")
     return ""
-
-
-def _share_dir(request: pytest.FixtureRequest) -> Path | None:
-    """The xdist run's share directory (None outside xdist)."""
-    from .clusters.shared import worker_share_dir
-
-    share = worker_share_dir(getattr(request.config, "workerinput", None))
-    return share.path if share is not None else None
 
 
 def _revive(session: KafkaMirrorSession, rep: Replicator) -> None:

@@ -11,51 +11,17 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from pytest_kafka_mirror.clusters.tansu import TansuCluster
 from tests.conftest import TAG_ENV, processes_tagged
+from tests.yours import YourReplicator
 
 pytestmark = pytest.mark.integration
-
-CTL = '''
-import os, signal, subprocess, sys, time
-from pathlib import Path
-
-here = Path(sys.argv[1]); verb = sys.argv[2]
-pid_file = here / "mirror.pid"
-if verb == "start":
-    ready = here / "ready"
-    ready.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "pytest_kafka_mirror.replicators.reference", "--source", sys.argv[3],
-            "--target", sys.argv[4], "--topics", "^km-.*", "--prefix", "dc1.", "--ready-file", str(ready),
-            "--offsets", str(here / "offsets.json")]
-    with open(here / "mirror.log", "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    pid_file.write_text(str(proc.pid))
-    for _ in range(300):
-        if ready.exists():
-            sys.exit(0)
-        time.sleep(0.1)
-    sys.exit("the mirror did not get ready")
-pid = int(pid_file.read_text())
-sig = {"stop": signal.SIGTERM, "kill": signal.SIGKILL, "pause": signal.SIGSTOP, "resume": signal.SIGCONT}[verb]
-os.kill(pid, sig)
-if verb in ("stop", "kill"):
-    for _ in range(300):
-        try:
-            os.kill(pid, 0)
-            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-                break
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-'''
 
 SCENARIOS = '''
 import pytest
@@ -99,33 +65,27 @@ def test_own_settings(mirror_topics):
 
 
 @pytest.fixture
-def yours(tmp_path: Path) -> tuple[list[str], Path]:
+def yours(tmp_path: Path) -> Iterator[tuple[list[str], YourReplicator]]:
     """Two brokers and the control script of a mirror that is not the plugin's (started
     here, stopped at the end, kept out of the test tag's leftover check: it is yours)."""
     tag = os.environ.pop(TAG_ENV, None)
     src, dst = TansuCluster("ext-source", tmp_path), TansuCluster("ext-target", tmp_path)
-    ctl = tmp_path / "ctl.py"
-    ctl.write_text(CTL)
     state = tmp_path / "mirror"
-    state.mkdir()
+    mirror = None
     try:
         src.start()
         dst.start()
-        base = f"{shlex.quote(sys.executable)} {shlex.quote(str(ctl))} {shlex.quote(str(state))}"
-        start = f"{base} start {src.bootstrap_servers} {dst.bootstrap_servers}"
-        assert os.system(start) == 0
-        commands = [f"--kafka-mirror-replicator-command={verb}={base} {verb}" for verb in ("stop", "kill", "pause",
-                                                                                          "resume")]
+        mirror = YourReplicator(state, [
+            sys.executable, "-m", "pytest_kafka_mirror.replicators.reference", "--source", src.bootstrap_servers,
+            "--target", dst.bootstrap_servers, "--topics", "^km-.*", "--prefix", "dc1.",
+            "--ready-file", str(YourReplicator.ready_file(state)), "--offsets", str(state / "offsets.json")])
+        mirror.start()
         yield [f"--kafka-mirror-source=bootstrap:{src.bootstrap_servers}",
                f"--kafka-mirror-target=bootstrap:{dst.bootstrap_servers}", "--kafka-mirror-replicator=external:prefix:dc1.",
-               f"--kafka-mirror-replicator-command=start={start}", *commands], state
+               *mirror.options()], mirror
     finally:
-        pid = state / "mirror.pid"
-        if pid.exists():
-            try:
-                os.kill(int(pid.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if mirror is not None:
+            mirror.discard()
         dst.stop()
         src.stop()
         if tag is not None:
@@ -133,8 +93,8 @@ def yours(tmp_path: Path) -> tuple[list[str], Path]:
 
 
 def test_your_replicator_is_restarted_and_paused_through_your_commands(pytester: pytest.Pytester, tagged_env: str,
-                                                                      yours: tuple[list[str], Path]) -> None:
-    options, state = yours
+                                                                      yours: tuple[list[str], YourReplicator]) -> None:
+    options, mirror = yours
     pytester.makepyfile(test_yours=SCENARIOS)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rs", "--kafka-mirror-drain-timeout=10", *options)
     out = result.stdout.str()
@@ -148,6 +108,6 @@ def test_your_replicator_is_restarted_and_paused_through_your_commands(pytester:
         "SKIPPED *test_yours.py:*: this scenario needs a replicator of its own with tasks.max=4: external:prefix:dc1. is "
         "yours*",
     ])
-    log = (state / "mirror.log").read_text()
+    log = mirror.log.read_text()
     assert log.count("ready:") >= 2, log[-2000:]  # started by the test, then again by the start command
     assert processes_tagged(tagged_env) == []

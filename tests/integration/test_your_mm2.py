@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -27,41 +25,15 @@ import pytest
 from pytest_kafka_mirror._clientconf import format_properties
 from pytest_kafka_mirror.clusters import make_cluster
 from pytest_kafka_mirror.clusters.base import Cluster
-from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.replicators._java_client import java_client_properties
 from tests.kafka import KAFKA_VERSION, release_or_skip
+from tests.yours import YourReplicator
 
 pytestmark = [pytest.mark.integration, pytest.mark.nightly]
 
 ROOT = Path(__file__).resolve().parents[2]
 SECURED = f"kafka:{KAFKA_VERSION},security=sasl_ssl"
 REFRESH_S = 5  # MM2's topic refresh, as docs/your-clusters.md's recipe sets it
-
-CTL = '''
-import os, signal, subprocess, sys, time
-from pathlib import Path
-
-here = Path(sys.argv[1]); verb = sys.argv[2]
-pid_file = here / "mm2.pid"
-if verb == "start":
-    argv = (here / "argv").read_text().split("\\n")
-    with open(here / "mm2.log", "ab") as log:
-        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, cwd=here)
-    pid_file.write_text(str(proc.pid))
-    sys.exit(0)
-pid = int(pid_file.read_text())
-os.kill(pid, {"stop": signal.SIGTERM, "kill": signal.SIGKILL, "pause": signal.SIGSTOP, "resume": signal.SIGCONT}[verb])
-if verb in ("stop", "kill"):
-    for _ in range(600):
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-                break
-        except FileNotFoundError:
-            break
-        time.sleep(0.1)
-'''
-
 
 def _mm2_properties(primary: Cluster, backup: Cluster) -> str:
     lines = {
@@ -100,22 +72,21 @@ def _km_topics(cluster: Cluster) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def yours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], Path, Cluster, Cluster]]:
+def yours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str], YourReplicator, Cluster, Cluster]]:
     release = release_or_skip(KAFKA_VERSION, need="mm2")
     work = tmp_path_factory.mktemp("yours")
     primary, backup = (make_cluster(name, SECURED, work / name) for name in ("primary", "backup"))
     state = work / "mm2"
     state.mkdir()
+    mm2 = None
     try:
         primary.start()
         backup.start()
         (state / "mm2.properties").write_text(_mm2_properties(primary, backup))
         argv = release.java_argv("org.apache.kafka.connect.mirror.MirrorMaker", [str(state / "mm2.properties")],
                                  heap="-Xms64m -Xmx512m", log_config=release.write_log_config(state))
-        (state / "argv").write_text("\n".join(argv))
-        (work / "ctl.py").write_text(CTL)
-        base = f"{shlex.quote(sys.executable)} {shlex.quote(str(work / 'ctl.py'))} {shlex.quote(str(state))}"
-        assert subprocess.run(f"{base} start", shell=True, check=False).returncode == 0
+        mm2 = YourReplicator(state, argv)
+        mm2.start()
         configs = []
         for role, cluster in (("source", primary), ("target", backup)):
             path = work / f"{role}-client.properties"
@@ -124,24 +95,18 @@ def yours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[list[str],
         options = [f"--kafka-mirror-source=bootstrap:{primary.bootstrap_servers}",
                    f"--kafka-mirror-target=bootstrap:{backup.bootstrap_servers}", *configs,
                    "--kafka-mirror-replicator=external:prefix:primary.",
-                   "--kafka-mirror-replicator-status=mm2-status.primary.internal",
-                   *(f"--kafka-mirror-replicator-command={verb}={base} {verb}"
-                     for verb in ("stop", "start", "kill", "pause", "resume"))]
-        yield options, state, primary, backup
+                   "--kafka-mirror-replicator-status=mm2-status.primary.internal", *mm2.options()]
+        yield options, mm2, primary, backup
     finally:
-        pid = state / "mm2.pid"
-        if pid.exists():
-            try:
-                os.kill(int(pid.read_text()), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        if mm2 is not None:
+            mm2.discard()
         for cluster in (backup, primary):
             cluster.stop()
 
 
 def test_the_scenario_library_runs_or_skips_saying_why_and_leaves_no_topic(
-        yours: tuple[list[str], Path, Cluster, Cluster], tmp_path: Path) -> None:
-    options, state, primary, backup = yours
+        yours: tuple[list[str], YourReplicator, Cluster, Cluster], tmp_path: Path) -> None:
+    options, mm2, primary, backup = yours
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     t0 = time.monotonic()
     done = subprocess.run(
@@ -162,4 +127,4 @@ def test_the_scenario_library_runs_or_skips_saying_why_and_leaves_no_topic(
     # absence has no event to wait for, so it is watched over two of MM2's topic refreshes
     time.sleep(2 * REFRESH_S)
     assert _km_topics(primary) == [] and _km_topics(backup) == [], (_km_topics(primary), _km_topics(backup))
-    assert (state / "mm2.pid").exists()
+    assert mm2.pid_file.exists()
