@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from .replicators import Replicator, ReplicatorSpec
 
 __all__ = ["ClusterMaker", "Flow", "MirrorEnv", "ReplicatorMaker", "ViaLink", "build_private_env", "external_env",
-           "external_lock"]
+           "external_lock", "link_limit"]
 
 log = logging.getLogger("pytest_kafka_mirror.env")
 
@@ -366,6 +366,12 @@ class _Restarted:
             rep.start()
 
 
+def link_limit(why: str) -> str:
+    """The reason a scenario that faults a link skips (:attr:`MirrorEnv.limits`'s ``links``):
+    ``why`` says what of the setup is not the plugin's."""
+    return f"this scenario puts a faultable link (a proxy) between the replicator and a cluster, and {why}"
+
+
 def external_env(source: Cluster, target: Cluster, replicator: Replicator, *, controls: bool) -> MirrorEnv:
     """The environment of a test when the replicator is someone else's (``external:``): the
     session's clusters and that replicator, for a test that asks for a private environment
@@ -374,8 +380,7 @@ def external_env(source: Cluster, target: Cluster, replicator: Replicator, *, co
     of the same replicator through its commands (``--kafka-mirror-replicator-command``)."""
     spec = replicator.spec
     limits = {
-        "links": (f"this scenario puts a faultable link (a proxy) between the replicator and a cluster, and "
-                  f"{spec} is yours: it connects to the clusters itself"),
+        "links": link_limit(f"{spec} is yours: it connects to the clusters itself"),
         "topology": (f"this scenario starts further clusters and replicators (a topology of flows), and {spec} is "
                      "yours: the plugin runs no replicator of its own beside it"),
     }

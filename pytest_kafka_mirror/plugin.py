@@ -506,9 +506,10 @@ def _bootstrap_limits(s: Settings) -> dict[str, str]:
     yours = [f"{role} ({spec})" for role, spec in (("source", s.source), ("target", s.target)) if spec.kind == "bootstrap"]
     if not yours:
         return {}
-    return {"links": (f"this scenario puts a faultable link (a proxy) between the replicator and a cluster, and the "
-                      f"{' and the '.join(yours)} cluster is yours: its brokers advertise their own addresses, so the "
-                      f"replicator would go round a link")}
+    from .env import link_limit
+
+    return {"links": link_limit(f"the {' and the '.join(yours)} cluster is yours: its brokers advertise their own "
+                                f"addresses, so the replicator would go round a link")}
 
 
 def _wants_private(request: pytest.FixtureRequest) -> bool:
