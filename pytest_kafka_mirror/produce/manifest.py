@@ -69,6 +69,22 @@ def _complement(sent: int, holes: Sequence[int]) -> list[list[int]]:
     return out
 
 
+class _Report:
+    """The delivery callback of one headers-format record (its report carries no headers:
+    the record's index comes with the callback).  One small object per record in flight,
+    not a ``functools.partial`` (a partial, its argument tuple and the cyclic collector
+    walking the hundreds of thousands in flight cost a third of the producer's time)."""
+
+    __slots__ = ("k", "t")
+
+    def __init__(self, t: _Topic, k: int) -> None:
+        self.t, self.k = t, k
+
+    def __call__(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.t.on_delivery(self.k, err, msg)
+
+
 class _Topic:
     """Send state of one topic: lane routing, precomputed key / header parts, failures."""
 

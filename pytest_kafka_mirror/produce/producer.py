@@ -30,7 +30,6 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import Any
 
 from ..processes.managed import wait_until
@@ -48,6 +47,7 @@ from .manifest import (
     _complement,  # noqa: F401
     _merge,  # noqa: F401
     _ranges,  # noqa: F401
+    _Report,
     _Seconds,
     _Topic,
     live_counts,
@@ -256,7 +256,7 @@ class _SendLoop:
         k = k0
         try:
             if enc.fmt == "headers":
-                p_hdr, lane_hdrs, fail = (HDR_PRODUCER, enc.producer_id.encode()), t.lane_headers, t.on_delivery
+                p_hdr, lane_hdrs = (HDR_PRODUCER, enc.producer_id.encode()), t.lane_headers
                 for k in range(k0, k1):
                     seq, lane = divmod(k, nl)
                     ts = int(a + k * b) if throttled else now_ns() // 1000
@@ -269,7 +269,7 @@ class _SendLoop:
                     while True:
                         try:
                             produce(topic, variants[seq % nv], keys[lane], partition=parts[lane], headers=headers,
-                                    on_delivery=partial(fail, k))
+                                    on_delivery=_Report(t, k))
                             break
                         except BufferError:
                             poll(0.05)
