@@ -70,6 +70,8 @@ class Section:
         (100, "body", 2))
     #: (format, processes) of the capture rates
     capture_cases: tuple[tuple[str, int], ...] = (("headers", 1), ("body", 1), ("headers", 2))
+    #: formats of the pipeline rates (100 B records, capture_records of them)
+    pipeline_cases: tuple[str, ...] = ("headers", "body")
 
 
 MODES = {
@@ -77,7 +79,8 @@ MODES = {
     "quick": Section("quick", 100_000, 20_000, 4.0, 200_000, 20.0, 20_000, (1_000_000,), 2_000, 4.0),
     # one case of each code path: single and multi-process, both formats
     "smoke": Section("smoke", 2_000, 1_000, 1.0, 3_000, 2.0, 1_000, (20_000,), 500, 1.0, repeats=1,
-                     producer_cases=((100, "headers", 1), (100, "body", 2)), capture_cases=(("body", 2),)),
+                     producer_cases=((100, "headers", 1), (100, "body", 2)), capture_cases=(("body", 2),),
+                     pipeline_cases=("headers",)),
 }
 
 

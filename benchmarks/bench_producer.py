@@ -41,10 +41,11 @@ def _bare_client(config: dict[str, Any]) -> Any:
     return p
 
 
-def bare_loop(bootstrap: str, topic: str, n: int, size: int, fmt: str) -> float:
+def bare_loop(bootstrap: str, topic: str, n: int, size: int, fmt: str, started: list[float] | None = None) -> float:
     """The client's own ceiling: records of ``size`` bytes (key, value and, for ``headers``,
     four headers of the same shape as ours, all built once) produced in a tight loop; records/s
-    from the first produce call to the end of the flush."""
+    from the first produce call to the end of the flush (its wall-clock time appended to
+    ``started`` when given)."""
     config = MirrorProducer(bootstrap, format=fmt, message_size=size).config
     p = _bare_client(config)
     keys = [str(i).encode() for i in range(PARTITIONS)]
@@ -55,6 +56,8 @@ def bare_loop(bootstrap: str, topic: str, n: int, size: int, fmt: str) -> float:
     else:
         value = b"x" * (size - 1)
     produce, poll = p.produce, p.poll
+    if started is not None:
+        started.append(time.time())
     t0 = time.monotonic()
     for k in range(n):
         part = k % PARTITIONS

@@ -28,7 +28,7 @@ from typing import Any
 
 from benchmarks._common import MODES, Figure, loadavg
 
-SECTIONS = ("producer", "throttle", "capture", "memory", "verify", "floor", "overhead")
+SECTIONS = ("producer", "throttle", "capture", "memory", "pipeline", "verify", "floor", "overhead")
 DOC_KIND = "kafka-mirror-benchmarks"
 DOC_VERSION = 1
 
@@ -50,6 +50,10 @@ def _section(name: str) -> Callable[..., list[Figure]]:
         from benchmarks.bench_capture import memory
 
         return memory
+    if name == "pipeline":
+        from benchmarks.bench_pipeline import run as pipeline
+
+        return pipeline
     if name == "verify":
         from benchmarks.bench_verify import run as verify
 

@@ -23,9 +23,10 @@ FIGURES = {
     "producer.rate[headers,100B]", "producer.rate[body,100B,processes=2]",
     "throttle.achieved_rate", "throttle.slip_p50", "throttle.slip_p99", "throttle.slip_max",
     "capture.rate[body,100B,processes=2]", "capture.rss_peak", "capture.rss_late_vs_early", "capture.rss_slope",
+    "pipeline.rate[headers,100B]",
     "floor.latency_p50", "floor.latency_p99", "floor.kafka_latency_p50", "floor.kafka_latency_p99",
 }
-SECTIONS = ("producer", "throttle", "capture", "memory", "floor")
+SECTIONS = ("producer", "throttle", "capture", "memory", "pipeline", "floor")
 
 
 def test_the_benchmark_command_runs_its_sections_and_stores_the_figures(tmp_path, tagged_env, kafka_release):
