@@ -17,7 +17,9 @@ replicator, local Spark).  Per test, from what the session itself records:
   capture's drain, the Spark verification, the report and its plots.
 
 The first test also carries the session's start (clusters, replicator, JVM); the warm tests
-are what each further test of a suite costs.  The reference of both figures is the time the
+are what each further test of a suite costs.  The session's teardown is timed apart, in a
+last test with no fixture: pytest runs it in the last test's teardown, which JUnit counts in
+that test's time (it made one warm test in five look like a 6 s stall).  The reference of both figures is the time the
 test asks for (produce + settle), so the ratio says how many times that a test spends
 around it.
 
@@ -48,8 +50,16 @@ SCENARIO = textwrap.dedent(
     def test_scenario(mirror_topics, mirror_producer, mirror_verifier, i):
         run = mirror_producer(mirror_topics(1, partitions={partitions}), rate={rate}, duration={duration})
         mirror_verifier(run).assert_ok()
+
+
+    # last, with no fixture: the session's teardown (the clusters, the replicator and Spark
+    # stopped) is timed in this test's JUnit duration, not in the last scenario's
+    def test_session_end():
+        pass
     """
 )
+#: the scenario file's last test (:data:`SCENARIO`): its duration is the session's teardown
+SESSION_END = "test_session_end"
 
 
 @dataclass(frozen=True)
@@ -124,6 +134,8 @@ def per_test(junit: Path, stored: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for case in ET.parse(junit).iter("testcase"):
         name = case.get("name", "")
+        if name == SESSION_END:
+            continue
         report = reports.get(name)
         if report is None:
             raise RuntimeError(f"test {name} has no stored result (was it verified?)")
@@ -140,8 +152,17 @@ def per_test(junit: Path, stored: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def figures(rows: list[dict[str, Any]], scenario: Scenario) -> list[Figure]:
-    """``overhead.first_test`` and ``overhead.warm_test`` (the median of the others)."""
+def session_end(junit: Path) -> float | None:
+    """The seconds of the session's teardown: the duration of :data:`SESSION_END`."""
+    for case in ET.parse(junit).iter("testcase"):
+        if case.get("name") == SESSION_END:
+            return round(float(case.get("time", "nan")), 3)
+    return None
+
+
+def figures(rows: list[dict[str, Any]], scenario: Scenario, end: float | None = None) -> list[Figure]:
+    """``overhead.first_test``, ``overhead.warm_test`` (the median of the others) and, when
+    measured, ``overhead.session_end`` (the session's teardown)."""
     if len(rows) < 2:
         raise RuntimeError(f"the overhead scenario needs a first and a warm test, got {len(rows)} results")
     params = {"tests": len(rows), "rate": scenario.rate, "duration": scenario.duration,
@@ -155,7 +176,10 @@ def figures(rows: list[dict[str, Any]], scenario: Scenario) -> list[Figure]:
         Figure("overhead", "warm_test", round(median([r["overhead"] for r in warm]), 3), "s", reference,
                round(median([r["produce"] + r["settle"] for r in warm]), 3), better="lower", params=params,
                note=f"median of {len(warm)} tests after the first"),
-    ]
+    ] + ([] if end is None else [
+        Figure("overhead", "session_end", end, "s", "", None, better="lower", params=params,
+               note="the session's teardown: clusters, replicator and Spark stopped, reports written"),
+    ])
 
 
 def run(mode: Section, work: Path, log: Any) -> list[Figure]:
@@ -165,4 +189,6 @@ def run(mode: Section, work: Path, log: Any) -> list[Figure]:
     for r in rows:
         log(f"overhead {r['test']}: wall {r['wall']:.2f} s = produce {r['produce']:.2f} s + settle "
             f"{r['settle']:.2f} s + overhead {r['overhead']:.2f} s (of which discovery {r['discovery']:.2f} s)")
-    return figures(rows, scenario)
+    end = session_end(junit)
+    log(f"overhead: the session's teardown {end} s (timed apart, in a last test of its own)")
+    return figures(rows, scenario, end)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import signal
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -150,8 +151,11 @@ class TansuCluster(KafkaAdminMixin):
         raise ClusterError(f"{self.name}: tansu did not start after 3 attempts: {last}")
 
     def stop(self) -> None:
+        """SIGINT: Tansu 0.6 exits at once on it (memory storage: nothing to flush); on
+        SIGTERM it waits for its clients to disconnect (measured: 5.0 s with a producer and a
+        consumer connected, so every session's end waited 3 s per broker, then killed it)."""
         if self.process is not None:
-            self.process.stop(timeout=3.0)
+            self.process.stop(timeout=3.0, sig=signal.SIGINT)
         self._admin = None
 
     def kill(self) -> None:

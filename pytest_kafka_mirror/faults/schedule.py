@@ -468,9 +468,10 @@ class Link:
                 self._shaper.clear()
             except ShapingError as exc:
                 log.error("link %s: could not remove its rules: %s", self.name, exc)
-        for p in (self._delayer, self._proxy):
-            if p is not None:
-                p.stop(timeout=3.0)
+        if self._delayer is not None:
+            self._delayer.stop(timeout=3.0)
+        if self._proxy is not None:  # tansu proxy: SIGINT, as the broker (see TansuCluster.stop)
+            self._proxy.stop(timeout=3.0, sig=signal.SIGINT)
 
     def __enter__(self) -> Link:
         return self.start()

@@ -286,14 +286,15 @@ class ManagedProcess:
         """Send ``sig`` to the whole process group (no-op when not started or gone)."""
         self._signal_group(sig)
 
-    def stop(self, timeout: float = 5.0) -> int | None:
-        """SIGTERM, wait up to ``timeout``, then SIGKILL.  Idempotent; returns the exit code."""
+    def stop(self, timeout: float = 5.0, sig: int = signal.SIGTERM) -> int | None:
+        """``sig`` (SIGTERM), wait up to ``timeout``, then SIGKILL.  Idempotent; returns the
+        exit code."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
             if self.paused:
                 self._signal_group(signal.SIGCONT)
-            self._signal_group(signal.SIGTERM)
+            self._signal_group(sig)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

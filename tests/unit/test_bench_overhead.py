@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from benchmarks.bench_overhead import SCENARIO, SCENARIOS, figures, per_test
+from benchmarks.bench_overhead import SCENARIO, SCENARIOS, figures, per_test, session_end
 
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
 <testcase classname="test_overhead" name="test_scenario[0]" time="40.5" />
 <testcase classname="test_overhead" name="test_scenario[1]" time="9.0" />
 <testcase classname="test_overhead" name="test_scenario[2]" time="7.0" />
+<testcase classname="test_overhead" name="test_session_end" time="6.25" />
 </testsuite></testsuites>"""
 
 
@@ -43,6 +44,11 @@ def test_overhead_is_wall_time_less_produce_and_settle_per_test_in_run_order(tmp
     assert (warm.key, warm.value, warm.reference_value) == ("overhead.warm_test", 5.5, 2.5)
     assert warm.ratio == pytest.approx(2.2)
     assert warm.params["per_test"] == rows
+    # the session's teardown (the last test's, with no fixture) is no scenario test's overhead
+    end = session_end(junit)
+    assert end == 6.25
+    [*_, last] = figures(rows, SCENARIOS["quick"], end)
+    assert (last.key, last.value, last.reference_value) == ("overhead.session_end", 6.25, None)
 
 
 def test_a_test_without_a_stored_result_is_an_error(tmp_path: Path) -> None:
