@@ -202,3 +202,30 @@ def env_with_worktree() -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     return env
+
+
+@contextlib.contextmanager
+def consumer_process(module: str, bootstrap: str, topic: str, records: int, out: Path,
+                     timeout: float = 120.0) -> Iterator[Any]:
+    """``python -m MODULE consume BOOTSTRAP TOPIC RECORDS OUT`` (a bare consumer of a
+    benchmark), started and ready (it writes ``OUT.ready`` once assigned); on leaving, waited
+    for up to ``timeout`` when the block went through, killed when it is still running."""
+    import subprocess
+    import sys
+
+    from pytest_kafka_mirror.processes.managed import wait_until
+
+    consumer = subprocess.Popen([sys.executable, "-m", module, "consume", bootstrap, topic, str(records), str(out)],
+                                env=env_with_worktree())
+    try:
+        ready = Path(str(out) + ".ready")
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: ready.exists() or consumer.poll() is not None, 60, "the bare consumer", interval=0.02)
+        if not ready.exists():
+            raise RuntimeError("the bare consumer did not start")
+        yield consumer
+        consumer.wait(timeout=timeout)
+    finally:
+        if consumer.poll() is None:
+            consumer.kill()
+            consumer.wait()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,31 @@ def prefill(cluster: Any, n: int, fmt: str, size: int = 100) -> tuple[str, Any]:
     return topic, m
 
 
+def touch(msgs: list[Any]) -> int:
+    """What a bare consume loop does with a batch: each record's key, value and headers
+    read; returns the records (errors left out)."""
+    got = 0
+    for m in msgs:
+        if m.error():
+            continue
+        m.key()
+        m.value()
+        m.headers()
+        got += 1
+    return got
+
+
+def batches(c: Any, n: int, seconds: float = 300.0) -> Iterator[int]:
+    """Batches of 500 from consumer ``c``, each :func:`touch`-ed, until ``n`` records or
+    ``seconds``: yields the records so far after each batch."""
+    got, deadline = 0, time.monotonic() + seconds
+    while got < n and time.monotonic() < deadline:
+        msgs = c.consume(500, 0.01)
+        if msgs:
+            got += touch(msgs)
+            yield got
+
+
 def bare_consume(bootstrap: str, topic: str, n: int) -> float:
     """A bare consume loop with the capture's consumer settings: assign every partition from
     offset 0, consume in batches of 500, touch each record's key, value and headers."""
@@ -36,19 +62,8 @@ def bare_consume(bootstrap: str, topic: str, n: int) -> float:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{uuid.uuid4().hex[:6]}", **CONSUMER})
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     got, first, last = 0, None, 0.0
-    deadline = time.monotonic() + 300
     try:
-        while got < n and time.monotonic() < deadline:
-            msgs = c.consume(500, 0.01)
-            if not msgs:
-                continue
-            for m in msgs:
-                if m.error():
-                    continue
-                m.key()
-                m.value()
-                m.headers()
-                got += 1
+        for got in batches(c, n):
             last = time.monotonic()
             if first is None:
                 first = last

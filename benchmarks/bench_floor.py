@@ -12,19 +12,16 @@ against the bare round trip on the same broker.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Figure, Section, broker, direct_run, env_with_worktree, percentile
+from benchmarks._common import Figure, Section, broker, consumer_process, direct_run, percentile
 from benchmarks.bench_capture import CONSUMER
-from pytest_kafka_mirror.processes.managed import wait_until
 from pytest_kafka_mirror.produce.producer import MirrorProducer
 
 PARTITIONS = 4
@@ -56,14 +53,7 @@ def bare(cluster: Any, mode: Section, work: Path) -> dict[str, Any]:
     bootstrap = cluster.bootstrap_servers
     total = round(mode.floor_rate * mode.floor_seconds)
     out = work / "rtt.json"
-    consumer = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_floor", "consume", bootstrap, topic,
-                                 str(total), str(out)], env=env_with_worktree())
-    try:
-        ready = Path(str(out) + ".ready")
-        with contextlib.suppress(TimeoutError):
-            wait_until(lambda: ready.exists() or consumer.poll() is not None, 60, "the bare consumer", interval=0.02)
-        if not ready.exists():
-            raise RuntimeError("the bare consumer did not start")
+    with consumer_process("benchmarks.bench_floor", bootstrap, topic, total, out):
         from confluent_kafka import Producer
 
         config = {k: v for k, v in MirrorProducer(bootstrap, format="body", message_size=SIZE).config.items()
@@ -84,11 +74,6 @@ def bare(cluster: Any, mode: Section, work: Path) -> dict[str, Any]:
             wait = sent / mode.floor_rate - (time.monotonic() - t0)
             p.poll(wait if wait > 0.0005 else 0)
         p.flush(60)
-        consumer.wait(timeout=120)
-    finally:
-        if consumer.poll() is None:
-            consumer.kill()
-            consumer.wait()
     return dict(json.loads(out.read_text()))
 
 

@@ -13,19 +13,16 @@ lower bound (the capture behind the target's end offsets, see ``report.capacity`
 
 from __future__ import annotations
 
-import contextlib
 import json
-import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks._common import Figure, Section, broker, direct_run, env_with_worktree, median
-from benchmarks.bench_capture import CONSUMER
+from benchmarks._common import Figure, Section, broker, consumer_process, direct_run, median
+from benchmarks.bench_capture import CONSUMER, batches
 from benchmarks.bench_producer import bare_loop
-from pytest_kafka_mirror.processes.managed import wait_until
 
 PARTITIONS = 4
 SIZE = 100
@@ -56,21 +53,9 @@ def bare(cluster: Any, n: int, fmt: str, out: Path) -> dict[str, float]:
     topic = f"bench-pipe-bare-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, PARTITIONS)
     bootstrap = cluster.bootstrap_servers
-    consumer = subprocess.Popen([sys.executable, "-m", "benchmarks.bench_pipeline", "consume", bootstrap, topic,
-                                 str(n), str(out)], env=env_with_worktree())
-    try:
-        ready = Path(str(out) + ".ready")
-        with contextlib.suppress(TimeoutError):
-            wait_until(lambda: ready.exists() or consumer.poll() is not None, 60, "the bare consumer", interval=0.02)
-        if not ready.exists():
-            raise RuntimeError("the bare consumer did not start")
-        started: list[float] = []
+    started: list[float] = []
+    with consumer_process("benchmarks.bench_pipeline", bootstrap, topic, n, out, timeout=300):
         produce_rate = bare_loop(bootstrap, topic, n, SIZE, fmt, started)
-        consumer.wait(timeout=300)
-    finally:
-        if consumer.poll() is None:
-            consumer.kill()
-            consumer.wait()
     got = json.loads(out.read_text())
     span = got["last"] - started[0]
     return {"rate": got["records"] / span if span > 0 else 0.0, "records": got["records"],
@@ -86,18 +71,7 @@ def _consume(bootstrap: str, topic: str, total: int, out: Path) -> None:
     c.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     Path(str(out) + ".ready").write_text("")
     got, last = 0, 0.0
-    deadline = time.monotonic() + 300
-    while got < total and time.monotonic() < deadline:
-        msgs = c.consume(500, 0.01)
-        if not msgs:
-            continue
-        for m in msgs:
-            if m.error():
-                continue
-            m.key()
-            m.value()
-            m.headers()
-            got += 1
+    for got in batches(c, total):
         last = time.time()
     c.close()
     out.write_text(json.dumps({"records": got, "last": last}))
