@@ -241,8 +241,10 @@ def verify_run(
                    large=size >= _SMALL_CAPTURE_BYTES, one_round=size < _ONE_ROUND_BYTES)
         try:
             report = job.run(bounds)
-        finally:
-            job.release()
+        except BaseException:
+            _quietly(job.release)
+            raise
+        job.release()
     report.discovery = load_discovery(run)
     report.scenario = load_scenario_figures(run)
     if write_report:
@@ -310,14 +312,32 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
     before = {key: spark.conf.get(key, None) for key in wanted}
     for key, value in wanted.items():
         spark.conf.set(key, value)
-    try:
-        yield
-    finally:
+    def restore() -> None:
         for key, value in before.items():
             if value is None:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+    try:
+        yield
+    except BaseException:
+        _quietly(restore)
+        raise
+    restore()
+
+
+def _quietly(cleanup: Callable[[], Any]) -> None:
+    """A cleanup run while an error is raised (a Ctrl-C among them), whose own error must
+    not take the first one's place: after a KeyboardInterrupt inside a py4j call py4j shuts
+    that connection, and the next call can fail with "Answer from Java side is empty" (a
+    Ctrl-C mid-verification then ended the session as a failed test, not as interrupted)."""
+    try:
+        cleanup()
+    except Exception as exc:  # noqa: BLE001 - the error being raised is the one that counts
+        import logging
+
+        logging.getLogger(__name__).debug("kafka-mirror: a cleanup after an error failed too: %s", exc)
 
 
 class _Job:
@@ -368,7 +388,7 @@ class _Job:
         try:
             self._store(run)
         except BaseException:  # a job that never started leaves no view behind
-            self.query.close()
+            _quietly(self.query.close)
             raise
         self.split_rows: list[dict[str, Any]] = []
         self.union: DataFrame | None = None
