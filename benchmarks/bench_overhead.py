@@ -19,9 +19,9 @@ replicator, local Spark).  Per test, from what the session itself records:
 The first test also carries the session's start (clusters, replicator, JVM); the warm tests
 are what each further test of a suite costs.  The session's teardown is timed apart, in a
 last test with no fixture: pytest runs it in the last test's teardown, which JUnit counts in
-that test's time (it made one warm test in five look like a 6 s stall).  The reference of both figures is the time the
-test asks for (produce + settle), so the ratio says how many times that a test spends
-around it.
+that test's time (it made one warm test in five look like a 6 s stall).  The reference of
+both figures is the time the test asks for (produce + settle), so the ratio says how many
+times that a test spends around it.
 
     python -m benchmarks --sections overhead [--quick | --smoke]
 """

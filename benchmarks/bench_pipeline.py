@@ -95,7 +95,8 @@ def run(mode: Section, work: Path, log: Any) -> list[Figure]:
                 raise RuntimeError(f"pipeline[{fmt}]: runs that did not carry all {n} records: {lost}")
             rate, ref = median([g["rate"] for g in got]), median([r["rate"] for r in refs])
             log(f"pipeline rate[{fmt},{SIZE}B]: {rate:,.0f} records/s (runs: {_list(got, 'rate')}; the producer "
-                f"alone {_list(got, 'produce_rate')}), bare producer + consumer {ref:,.0f} (runs: {_list(refs, 'rate')})")
+                f"alone {_list(got, 'produce_rate')}), bare producer + consumer {ref:,.0f} "
+                f"(runs: {_list(refs, 'rate')})")
             figures.append(Figure(
                 "pipeline", f"rate[{fmt},{SIZE}B]", round(rate), "records/s",
                 "bare producer loop + bare consumer process, live, same broker", round(ref),

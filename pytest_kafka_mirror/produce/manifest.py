@@ -73,7 +73,8 @@ class _Report:
     """The delivery callback of one headers-format record (its report carries no headers:
     the record's index comes with the callback).  One small object per record in flight,
     not a ``functools.partial`` (a partial, its argument tuple and the cyclic collector
-    walking the hundreds of thousands in flight cost a third of the producer's time)."""
+    walking the hundreds of thousands in flight: 2.6-2.8 us a ``produce()`` call against
+    2.1-2.2 us with this, measured without a broker)."""
 
     __slots__ = ("k", "t")
 

@@ -51,6 +51,7 @@ check that the two agree exactly on generated histories.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 from collections import defaultdict
@@ -83,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_BOUNDS", "LaneMeta", "RecordKinds", "add_untimed", "manifest_lanes", "phantom_reason",
            "record_kinds", "verify_run"]
 
+log = logging.getLogger(__name__)
 
 _KEY = ("topic", "producer_id", "lane")
 _KEY_SQL = ", ".join(_KEY)
@@ -312,6 +314,7 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
     before = {key: spark.conf.get(key, None) for key in wanted}
     for key, value in wanted.items():
         spark.conf.set(key, value)
+
     def restore() -> None:
         for key, value in before.items():
             if value is None:
@@ -335,9 +338,7 @@ def _quietly(cleanup: Callable[[], Any]) -> None:
     try:
         cleanup()
     except Exception as exc:  # noqa: BLE001 - the error being raised is the one that counts
-        import logging
-
-        logging.getLogger(__name__).debug("kafka-mirror: a cleanup after an error failed too: %s", exc)
+        log.debug("kafka-mirror: a cleanup after an error failed too: %s", exc)
 
 
 class _Job:
