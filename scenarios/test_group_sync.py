@@ -16,8 +16,8 @@ renders them; MM2's defaults are 60 s each):
 * an **active** group (a consumer on the target subscribed to the remote topic, not
   committing; then its source group commits the idle group's offsets) is checkpointed at
   those offsets (within SYNC_TIMEOUT_S: a new group waits for the replicator's next group
-  discovery), and keeps no committed offset on the target for SETTLE_S after that, more
-  than two sync intervals.
+  discovery), and keeps no committed offset on the target through a sync round after that
+  (proven by a canary: a new idle group committed after the checkpoint, synced).
 
 Why: a consumer-group sync that silently stopped working across an upgrade (reported
 against 3.6 / 3.7 behind a Connect deployment) turns a failover into a replay from
@@ -39,7 +39,6 @@ from pytest_kafka_mirror.verify.failover import TargetReader
 RATE = 200
 SYNC = {"sync.group.offsets.enabled": "true"}
 SYNC_TIMEOUT_S = 60
-SETTLE_S = 12  # after the active group's checkpoint: more than two sync intervals
 
 
 class _ActiveMember:
@@ -131,7 +130,11 @@ def test_group_sync_moves_idle_groups_only(mirror_env, mirror_topics, mirror_pro
                 f"no checkpoint of {active_group} at its committed offsets {upstream} in {SYNC_TIMEOUT_S} s "
                 f"(newest seen, partition -> (upstream, downstream): {seen}): the active group's check proves nothing; "
                 f"{explain(rep, 'checkpoints')}")
-            time.sleep(SETTLE_S)
+            # not moved by a sync round that saw its checkpoint: proven by a canary synced after it
+            round_at = _await_a_sync_round(mirror_env.source, reader, f"{idle.group}-canary", remote, offsets)
+            assert round_at is not None, (
+                f"no sync round after the active group's checkpoint: a new idle group committed then was not synced "
+                f"in {SYNC_TIMEOUT_S + SYNC_TIMEOUT_S} s: {explain(rep, 'group sync')}")
             moved = reader.committed(active_group)
         finally:
             member.close()
@@ -150,6 +153,22 @@ def _await_sync(reader: TargetReader, group: str, remote: str, partitions: int) 
     except TimeoutError:
         return None
     return time.time()
+
+
+def _await_a_sync_round(source, reader: TargetReader, canary: str, remote: str,
+                        offsets: dict[tuple[str, int], int]) -> float | None:
+    """When a group sync round ran that saw every checkpoint written before this call (epoch
+    s), or None: a new group ``canary`` committed at ``offsets`` on the source now is
+    discovered, checkpointed and then synced to the target; the round that synced it ran
+    over the checkpoints of every group of the flow (MirrorMaker 2's ``syncGroupOffset``, the
+    reference mirror's sync), older ones included.  What a fixed sleep of "a sync interval
+    or two" only hoped for."""
+    _commit_on_source(source, canary, offsets)
+    reader.groups.append(canary)
+    upstream = {p: o for (_, p), o in offsets.items()}
+    if _await_checkpoints(reader, canary, remote, upstream)[0] is None:
+        return None
+    return _await_sync(reader, canary, remote, len(offsets))
 
 
 def _latest_checkpoints(reader: TargetReader, group: str, remote: str) -> dict[int, tuple[int, int]]:
@@ -186,7 +205,8 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
     source.  Expects: a checkpoint of the rewound offset on every partition, translated below
     the one before (MM2 3.5+'s offset-sync store keeps older syncs for this: before, the
     rewound offset could not be translated); the group's committed offsets on the target stay
-    where they were, more than one sync interval later (MM2's ``syncGroupOffset`` only moves
+    where they were through a sync round after the rewound checkpoint (proven by a canary
+    group synced after it; MM2's ``syncGroupOffset`` only moves
     a group forward: a consumer failing over through them does not replay; one failing over
     through the checkpoint does).
     """
@@ -210,7 +230,9 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
         _commit_on_source(mirror_env.source, group.group, {(topic, p): o for p, o in rewound.items()})
         rewound_at = time.time()
         back_at, after = _await_checkpoints(reader, group.group, remote, rewound)
-        time.sleep(settings.sync_interval + 1)  # a sync round after the rewound checkpoint
+        # a sync round after the rewound checkpoint, proven by a canary synced after it
+        round_at = _await_a_sync_round(mirror_env.source, reader, f"{group.group}-canary", remote,
+                                       {(topic, p): o for p, o in end.items()})
         still = reader.committed(group.group)
     finally:
         reader.close()
@@ -223,6 +245,8 @@ def test_group_sync_after_a_rewind(mirror_env, mirror_topics, mirror_producer, m
     not_back = {p: (before[p], after[p]) for p in end if after[p][1] >= before[p][1]}
     assert not not_back, f"checkpoints of the rewound group not translated below the ones before: {not_back}"
     moved = {tp: (synced.get(tp), o) for tp, o in still.items() if o < synced.get(tp, -1)}
+    assert round_at is not None, (f"no sync round after the rewound checkpoint: a new idle group committed then was "
+                                  f"not synced in {SYNC_TIMEOUT_S + SYNC_TIMEOUT_S} s: {explain(rep, 'group sync')}")
     assert not moved, f"the group's synced offsets on the target went back (before, now): {moved}"
     print(f"{group.group}: checkpoints followed the rewind in {back_at - rewound_at:.2f} s "
           f"(before {before}, after {after}); synced offsets kept {still}")

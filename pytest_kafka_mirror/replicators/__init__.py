@@ -299,6 +299,7 @@ def _mm1(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
         source, target, workdir, _release(spec, opts, "mm1"), topic_prefix=opts.topic_prefix,
         overrides=opts.properties, naming=opts.naming, startup_timeout=_startup(opts, 60.0),
         max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES, instance=opts.instance,
+        origins=dict(opts.origins),
     )
 
 

@@ -37,13 +37,14 @@ from ._java_client import client_properties_of, java_client_properties, warn_unt
 from ._periodic import Periodic
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
+from .settings import EffectiveSettings
 from .mm2 import JAVA_MAX_REQUEST_SIZE, RECORD_OVERHEAD, is_tansu, topics_regex
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
     from ..clusters.kafka_dist import KafkaRelease
 
-__all__ = ["MAIN_CLASS", "LegacyMirrorMaker", "TopicFollower", "render_mm1"]
+__all__ = ["MAIN_CLASS", "MM1_NAMES", "LegacyMirrorMaker", "TopicFollower", "render_mm1"]
 
 log = logging.getLogger("pytest_kafka_mirror.mm1")
 
@@ -51,6 +52,30 @@ MAIN_CLASS = "kafka.tools.MirrorMaker"
 #: MirrorMaker's own options that --kafka-mirror-replicator-properties may set
 OPTIONS = {"num.streams": "1", "offset.commit.interval.ms": "1000"}
 #: why the failover checks skip (MirrorFailover reads it)
+#: MM2's names of the settings failure messages quote (:data:`.settings.FEATURE_SETTINGS`)
+#: -> MirrorMaker 1's: its client configurations' keys as ``consumer.KEY`` / ``producer.KEY``
+#: (how --kafka-mirror-replicator-properties sets them), its own options, ``--include``.
+#: An MM2 setting missing here (checkpoints, heartbeats, exactly-once, header converters ...)
+#: is no setting of MirrorMaker 1: quoted as such.
+MM1_NAMES = {
+    "topics": "--include",
+    # a new topic is found by the regex subscription at a metadata refresh
+    "refresh.topics.interval.seconds": "consumer.metadata.max.age.ms",
+    "{target}.offset.flush.interval.ms": "offset.commit.interval.ms",
+    "{source}.consumer.isolation.level": "consumer.isolation.level",
+    "{source}.consumer.auto.offset.reset": "consumer.auto.offset.reset",
+    "{target}.producer.max.request.size": "producer.max.request.size",
+    "{source}.consumer.max.partition.fetch.bytes": "consumer.max.partition.fetch.bytes",
+}
+#: the defaults of those (the Java clients' and MirrorMaker's own)
+MM1_DEFAULTS = {
+    "consumer.metadata.max.age.ms": "300000",
+    "offset.commit.interval.ms": "60000",
+    "consumer.isolation.level": "read_uncommitted",
+    "consumer.auto.offset.reset": "latest",
+    "producer.max.request.size": "1048576",
+    "consumer.max.partition.fetch.bytes": "1048576",
+}
 NO_TRANSLATION = ("the legacy MirrorMaker (mm1) translates no consumer-group offsets: it writes no offset syncs, "
                   "checkpoints or heartbeats, so a failing-over consumer has nothing to resume from")
 
@@ -170,6 +195,7 @@ class LegacyMirrorMaker(RunnerReplicator):
         max_record_bytes: int | None = None,
         heap: str = "-Xms64M -Xmx384M",
         instance: str | None = None,
+        origins: Mapping[str, str] | None = None,
     ) -> None:
         if naming is not None and naming != NamingPolicy():
             raise ReplicatorError(f"--kafka-mirror-naming {naming}: the legacy MirrorMaker keeps topic names "
@@ -195,6 +221,16 @@ class LegacyMirrorMaker(RunnerReplicator):
         self.spec = f"mm1:{release.version_text}" if release.components.get("mm1") is True else f"mm1:{release.home}"
         self.label = f"MirrorMaker 1 ({release.version_text})"
         self.config_dir = self.workdir / "mm1-config"
+        self.origins = dict(origins or {})
+
+    def effective_settings(self) -> EffectiveSettings:
+        """Its client configurations and options as it runs with them, each with where it
+        came from, under MM2's names for what a failure quotes (:data:`MM1_NAMES`)."""
+        props = {"--include": self.topics, **{f"consumer.{k}": v for k, v in self.consumer.items()},
+                 **{f"producer.{k}": v for k, v in self.producer.items()}, **self.options}
+        return EffectiveSettings(props, origins=self.origins, defaults=MM1_DEFAULTS,
+                                 defaults_from="the client's or MirrorMaker's default", name="MirrorMaker 1",
+                                 only_defaults=True, names=MM1_NAMES)
 
     @property
     def commit_interval_s(self) -> float:

@@ -98,7 +98,7 @@ class EffectiveSettings:
                  origins: Mapping[str, str] | None = None, aliases: tuple[str, str] = ("source", "target"),
                  defaults: Mapping[str, str] = MM2_PROPERTY_DEFAULTS, defaults_from: str = "MM2's default",
                  rendered: str = "rendered by the plugin", name: str = "MirrorMaker 2",
-                 only_defaults: bool = False) -> None:
+                 only_defaults: bool = False, names: Mapping[str, str] | None = None) -> None:
         self.properties = dict(properties.items() if isinstance(properties, Mapping) else properties)
         self.origins = dict(origins or {})
         self.aliases = aliases
@@ -110,6 +110,9 @@ class EffectiveSettings:
         #: reference mirror implements a part of MM2's): another key is not one of its settings
         self.name = name
         self.only_defaults = only_defaults
+        #: a replicator with other names than MM2's: MM2's key (``{source}``/``{target}``
+        #: formatted) -> its own; a key missing here is not one of its settings
+        self.names = None if names is None else {self._named(k): v for k, v in names.items()}
 
     def _named(self, key: str) -> str:
         return key.format(source=self.aliases[0], target=self.aliases[1])
@@ -118,6 +121,10 @@ class EffectiveSettings:
         """``(key as it is set, value, where it came from)``: the flow's own key over the
         top-level one, then the default; value None when neither is known."""
         key = self._named(key)
+        if self.names is not None:
+            if key not in self.names:
+                return key, None, "not set"
+            key = self.names[key]
         for as_set in (f"{self.flow}.{key}", key):
             if as_set in self.properties:
                 return as_set, self.properties[as_set], self.origins.get(as_set, self.rendered)
@@ -137,7 +144,9 @@ class EffectiveSettings:
         out = []
         for key in keys:
             as_set, value, where = self.lookup(key)
-            if self.only_defaults and as_set not in self.defaults and self._named(key) not in self.defaults:
+            if self.names is not None and self._named(key) not in self.names:
+                out.append(f"{as_set} (not a setting of {self.name})")
+            elif self.names is None and self.only_defaults and as_set not in self.defaults and self._named(key) not in self.defaults:
                 out.append(f"{as_set} (not a setting of the {self.name})")
             else:
                 out.append(f"{as_set} not set" if value is None else f"{as_set}={value} ({where})")

@@ -78,6 +78,26 @@ def test_the_reference_mirror_names_only_settings_it_has(tmp_path: Path) -> None
                                                 "checkpoints")
 
 
+def test_mirrormaker_1_quotes_its_own_settings_and_names_what_it_does_not_have(tmp_path: Path) -> None:
+    from pytest_kafka_mirror.replicators.mm1 import LegacyMirrorMaker
+
+    release = KafkaRelease(Path("/nowhere"), (3, 9, 1))  # never started: no jars needed
+    rep = LegacyMirrorMaker(_cluster(1), _cluster(2), tmp_path, release, topic_prefix="km-gw0",
+                            overrides=(("producer.max.request.size", "100000"), ("offset.commit.interval.ms", "30000")),
+                            origins={"producer.max.request.size": USER, "offset.commit.interval.ms": USER})
+    s = settings_of(rep)
+    assert s is not None
+    assert s.quote("record size") == (f"producer.max.request.size=100000 ({USER}), "
+                                      "consumer.max.partition.fetch.bytes=1048576 (rendered by the plugin)")
+    assert s.quote("duplicates") == ("exactly.once.source.support (not a setting of MirrorMaker 1), "
+                                     f"offset.commit.interval.ms=30000 ({USER})")
+    assert s.quote("transactions") == "consumer.isolation.level=read_uncommitted (the client's or MirrorMaker's default)"
+    assert s.quote("discovery") == ("--include=^km\\-gw0-.* (rendered by the plugin), topics.exclude (not a setting of "
+                                    "MirrorMaker 1), consumer.metadata.max.age.ms=2000 (rendered by the plugin)")
+    # never "not configured by the plugin": the plugin rendered every line of it
+    assert explain(rep, "headers") == "mm1:/nowhere in effect: header.converter (not a setting of MirrorMaker 1)"
+
+
 def test_a_replicator_the_plugin_does_not_configure_gets_what_to_check() -> None:
     rep = SimpleNamespace(spec="external:prefix:primary.", health=lambda: "")
     assert explain(rep, "group sync") == (
