@@ -10,7 +10,10 @@ replicator upgrade, in one command.
 
 ``OLD`` and ``NEW`` are replicator specs (``mm2:3.9.1``, ``mm2:4.3.1``, a ``command:``
 template, ...), also your own releases with your mm2.properties
-(``mm2:/opt/kafka-3.9.1,properties=mm2.properties``); each session stores its run as
+(``mm2:/opt/kafka-3.9.1,properties=mm2.properties``), or replicators you run
+(``external:POLICY`` with ``--old-command`` / ``--new-command VERB=COMMAND`` and
+``--old-status`` / ``--new-status``: each session gets its side's; between the sessions the
+gate runs OLD's ``stop`` and NEW's ``start`` command, the upgrade); each session stores its run as
 ``gate-LABEL-STAMP`` (:func:`spec_label`).  A baseline whose tests fail is still a baseline (it says what the old
 release did: the comparison needs its figures), but a baseline session that did not run
 (a usage error, no tests, an interruption) stops the gate.  Without ``--compare-fail`` the
@@ -90,17 +93,26 @@ def gate_labels(old: str, new: str) -> tuple[str, str]:
     return (a, b) if a != b else (f"{a}-old", f"{b}-new")
 
 
+def side_options(commands: Sequence[str], status: str | None) -> list[str]:
+    """One side's session options for an ``external:`` replicator: its lifecycle commands
+    and where its Connect states are read."""
+    return [*(f"--kafka-mirror-replicator-command={c}" for c in commands),
+            *([f"--kafka-mirror-replicator-status={status}"] if status else [])]
+
+
 def gate_sessions(old: str, new: str, pytest_args: Sequence[str], *, checks: Sequence[str], storage: Path,
-                  stamp: str) -> tuple[list[str], Callable[[Path], list[str]]]:
+                  stamp: str, old_options: Sequence[str] = (), new_options: Sequence[str] = (),
+                  ) -> tuple[list[str], Callable[[Path], list[str]]]:
     """The baseline session's command line, and the candidate's for a stored baseline.
     The specs go to pytest as they were given (a relative path means the same there: the
-    sessions run in this directory)."""
+    sessions run in this directory); ``old_options`` / ``new_options``: one side's own
+    (:func:`side_options`)."""
     base = [sys.executable, "-m", "pytest", *pytest_args, f"--kafka-mirror-storage={storage}"]
     old_label, new_label = gate_labels(old, new)
-    baseline = [*base, f"--kafka-mirror-replicator={old}", f"--kafka-mirror-save=gate-{old_label}-{stamp}"]
+    baseline = [*base, f"--kafka-mirror-replicator={old}", *old_options, f"--kafka-mirror-save=gate-{old_label}-{stamp}"]
 
     def candidate(stored: Path) -> list[str]:
-        return [*base, f"--kafka-mirror-replicator={new}", f"--kafka-mirror-save=gate-{new_label}-{stamp}",
+        return [*base, f"--kafka-mirror-replicator={new}", *new_options, f"--kafka-mirror-save=gate-{new_label}-{stamp}",
                 f"--kafka-mirror-compare={stored}", *(f"--kafka-mirror-compare-fail={c}" for c in checks)]
 
     return baseline, candidate
@@ -117,16 +129,42 @@ def _say(text: str) -> None:
     print(f"kafka-mirror gate: {text}", file=sys.stderr, flush=True)
 
 
+#: the pytest arguments a side's own option replaces
+_SIDE_FLAGS = ("--kafka-mirror-replicator-command", "--kafka-mirror-replicator-status")
+
+
 def _check_args(args: argparse.Namespace) -> str | None:
     """One line for bad input, before anything runs; None when fine."""
+    from ..config import _replicator_command, _replicator_status
     from ..replicators import parse_replicator_spec
     from ..report.compare import parse_compare_fail
 
     for role, spec in (("OLD", args.old), ("NEW", args.new)):
         try:
-            parse_replicator_spec(spec)
+            kind = parse_replicator_spec(spec).kind
         except ValueError as exc:
             return f"{role} {exc}"
+        flag = f"--{role.lower()}"
+        commands, status = getattr(args, f"{role.lower()}_command"), getattr(args, f"{role.lower()}_status")
+        if (commands or status) and kind != "external":
+            given = f"{flag}-command" if commands else f"{flag}-status"
+            return (f"{given}: {role} is {spec}, which the plugin starts and controls itself; {flag}-command and "
+                    f"{flag}-status are for an external: replicator you run")
+        for command in commands:
+            try:
+                _replicator_command(command)
+            except ValueError as exc:
+                return f"{flag}-command: {exc}"
+        if status:
+            try:
+                _replicator_status(status)
+            except ValueError as exc:
+                return f"{flag}-status: {exc}"
+    sided = args.old_command or args.new_command or args.old_status or args.new_status
+    shared = [a.split("=", 1)[0] for a in args.pytest_args if a.split("=", 1)[0] in _SIDE_FLAGS]
+    if sided and shared:
+        return (f"the pytest arguments give {shared[0]} to both sessions, and --old-/--new- options give each its "
+                "own: give them per side only")
     for check in args.compare_fail:
         try:
             parse_compare_fail(check)
@@ -145,8 +183,10 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     storage = Path(args.storage).resolve()
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     checks = args.compare_fail or list(DEFAULT_CHECKS)
-    baseline_argv, candidate_argv = gate_sessions(args.old, args.new, args.pytest_args, checks=checks,
-                                                  storage=storage, stamp=stamp)
+    baseline_argv, candidate_argv = gate_sessions(
+        args.old, args.new, args.pytest_args, checks=checks, storage=storage, stamp=stamp,
+        old_options=side_options(args.old_command, args.old_status),
+        new_options=side_options(args.new_command, args.new_status))
     t0 = time.monotonic()
     _say(f"1/2: the baseline, {args.old}: {' '.join(baseline_argv[1:])}")
     rc_old = subprocess.run(baseline_argv, check=False).returncode
@@ -157,6 +197,13 @@ def _cmd_gate(args: argparse.Namespace) -> int:
         return rc_old if rc_old not in RAN else 1
     _say(f"baseline stored: {stored} ({'every test passed' if rc_old == 0 else 'some tests failed: still a baseline'}, "
          f"{time.monotonic() - t0:.0f} s)")
+    if args.new_command and not any(c.split("=", 1)[0].strip() == "stop" for c in args.old_command):
+        _say(f"no --old-command stop=...: {args.old} keeps running while {args.new} is tested (both copy)")
+    for role, commands, verb in (("OLD", args.old_command, "stop"), ("NEW", args.new_command, "start")):
+        problem = _switch(role, commands, verb)
+        if problem:
+            _say(f"{problem}: the gate stops (the baseline is stored: {stored})")
+            return 1
     _say(f"2/2: the candidate, {args.new}, gated by {' '.join(checks)}")
     rc_new = subprocess.run(candidate_argv(stored), check=False).returncode
     verdict = {0: "passed: no test failed and no figure regressed"}.get(
@@ -166,13 +213,34 @@ def _cmd_gate(args: argparse.Namespace) -> int:
     return rc_new
 
 
+def _switch(role: str, commands: Sequence[str], verb: str) -> str | None:
+    """Between the sessions, the upgrade itself for ``external:`` replicators: OLD's
+    ``stop`` command, then NEW's ``start`` (each when given); what went wrong, or None."""
+    from ..config import _replicator_command
+
+    given = dict(_replicator_command(c) for c in commands)
+    if verb not in given:
+        return None
+    _say(f"switching: {role}'s {verb} command: {given[verb]}")
+    try:
+        done = subprocess.run(["/bin/sh", "-c", given[verb]], capture_output=True, text=True, timeout=300,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return f"{role}'s {verb} command did not return within 300 s"
+    if done.returncode != 0:
+        said = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()[-1]
+        return f"{role}'s {verb} command exited {done.returncode}: {said}"
+    return None
+
+
 def add_gate_command(sub: Any) -> None:
     """The ``gate`` command on ``kafka-mirror``'s subparsers."""
     g = sub.add_parser(
         "gate", help="gate a replicator upgrade: the scenarios on OLD (stored), then on NEW compared with them",
         description=(__doc__ or "").split("\n\n", 1)[1].split("``OLD`` and")[0].strip().replace("``", ""),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        usage="kafka-mirror gate OLD NEW [--compare-fail EXPR]... [--storage DIR] [-- PYTEST ARGS...]")
+        usage=("kafka-mirror gate OLD NEW [--compare-fail EXPR]... [--storage DIR] [--old-command VERB=COMMAND]... "
+               "[--new-command VERB=COMMAND]... [--old-status S] [--new-status S] [-- PYTEST ARGS...]"))
     g.add_argument("old", metavar="OLD", help="the replicator in use, e.g. mm2:3.9.1")
     g.add_argument("new", metavar="NEW", help="the candidate, e.g. mm2:4.3.1")
     g.add_argument("--compare-fail", action="append", default=[], metavar="EXPR",
@@ -180,5 +248,15 @@ def add_gate_command(sub: Any) -> None:
                         f"(absolute); repeatable. Default: {' '.join(DEFAULT_CHECKS).replace('%', '%%')}")
     g.add_argument("--storage", default=os.environ.get(OPTIONS_BY_NAME["storage"].env) or ".kafka-mirror",
                    help="where both sessions are stored (relative to the current directory). Default: %(default)r")
+    for role, which in (("old", "OLD"), ("new", "NEW")):
+        g.add_argument(f"--{role}-command", action="append", default=[], metavar="VERB=COMMAND",
+                       help=f"{which} is an external: replicator you run: its lifecycle command for VERB (stop, start, "
+                            f"kill, pause, resume), given to its session as --kafka-mirror-replicator-command; "
+                            f"repeatable. " + ("Its stop command is run after its session (the upgrade: OLD stops)"
+                                               if role == "old" else
+                                               "Its start command is run before its session (the upgrade: NEW "
+                                               "starts; it is left running)"))
+        g.add_argument(f"--{role}-status", metavar="TOPIC|URL",
+                       help=f"where {which}'s Connect states are read (--kafka-mirror-replicator-status of its session)")
     g.epilog = "PYTEST ARGS, after --: the pytest arguments of both sessions (scenarios, -m, -n, cluster options)"
     g.set_defaults(func=_cmd_gate, pytest_args=[])

@@ -317,6 +317,17 @@ def test_verify_help_shows_spark_remote() -> None:
      "kafka-mirror gate: --compare-fail latency:5: 'latency:5': 'latency' is not a figure; accepted figures: missing"),
     (["gate", "reference", "mm2:4.3.1", "--", "scenarios", "--kafka-mirror-replicator=reference"],
      "kafka-mirror gate: the pytest arguments name a replicator (--kafka-mirror-replicator): the gate sets it"),
+    (["gate", "mm2:4.3.1", "external:prefix:dc1.", "--old-command", "stop=true"],
+     "kafka-mirror gate: --old-command: OLD is mm2:4.3.1, which the plugin starts and controls itself; "
+     "--old-command and --old-status are for an external: replicator you run"),
+    (["gate", "external:identity", "external:identity", "--new-command", "restart=true"],
+     "kafka-mirror gate: --new-command: 'restart=true' is not VERB=COMMAND with VERB one of stop | start"),
+    (["gate", "external:identity", "external:identity", "--new-status", "http//x"],
+     "kafka-mirror gate: --new-status: 'http//x' is neither a topic name nor a Connect REST URL"),
+    (["gate", "external:identity", "external:identity", "--new-command", "start=true", "--",
+      "--kafka-mirror-replicator-command=stop=true"],
+     "kafka-mirror gate: the pytest arguments give --kafka-mirror-replicator-command to both sessions, and "
+     "--old-/--new- options give each its own: give them per side only"),
 ])
 def test_gate_checks_its_arguments_before_running_anything(argv: list[str], message: str,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
@@ -337,6 +348,20 @@ def test_gate_sessions_store_the_baseline_and_gate_the_candidate(tmp_path: Path)
     assert "--kafka-mirror-replicator=mm2:3.5.1" in argv and f"--kafka-mirror-compare={stored}" in argv
     assert [a for a in argv if a.startswith("--kafka-mirror-compare-fail=")] == [
         f"--kafka-mirror-compare-fail={c}" for c in DEFAULT_CHECKS]
+
+
+def test_each_side_of_the_gate_gets_its_own_lifecycle_commands(tmp_path: Path) -> None:
+    from pytest_kafka_mirror.cli.gate import gate_sessions, side_options
+
+    old = side_options(["stop=systemctl stop mm2-old"], "mm2-status.a.internal")
+    assert old == ["--kafka-mirror-replicator-command=stop=systemctl stop mm2-old",
+                   "--kafka-mirror-replicator-status=mm2-status.a.internal"]
+    new = side_options(["start=systemctl start mm2-new"], None)
+    baseline, candidate = gate_sessions("external:identity", "external:identity", ["t.py"], checks=["missing:0"],
+                                        storage=tmp_path, stamp="S", old_options=old, new_options=new)
+    argv = candidate(tmp_path / "stored.json")
+    assert [a for a in baseline if "replicator-" in a] == old
+    assert [a for a in argv if "replicator-" in a] == new
 
 
 def test_every_subcommand_and_argument_says_what_it_is() -> None:
