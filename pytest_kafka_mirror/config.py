@@ -130,6 +130,16 @@ def _spark_master(text: str) -> str:
     return text
 
 
+ENGINES = ("local", "spark")
+
+
+def _engine(text: str) -> str:
+    text = text.strip()
+    if text not in ENGINES:
+        raise ValueError(f"{text!r} is not an engine; accepted: {' | '.join(ENGINES)}")
+    return text
+
+
 def _spark_remote(text: str) -> str:
     from .verify.connect import parse_connect_url
 
@@ -141,6 +151,11 @@ def _check_spark(values: dict[str, Any], sources: dict[str, str]) -> None:
     """A Spark Connect endpoint runs the job with its own master: giving both is a mistake
     whichever sources they came from, and a remote needs the Spark Connect client."""
     remote = values["kafka_mirror_spark_remote"]
+    if remote is not None and values["kafka_mirror_engine"] == "spark":
+        raise SettingsError(
+            f"{sources['engine']} (spark) and {sources['spark-remote']} ({remote}) exclude each other: the spark "
+            "engine runs producers and captures as tasks of a Spark application of its own; give "
+            "--kafka-mirror-spark-master (local[N], spark://HOST:PORT, yarn, k8s://...) instead")
     if remote is None:
         return
     if sources["spark-master"] != "default":
@@ -521,6 +536,11 @@ OPTIONS: list[Option] = [
            "session (when pyspark ships Spark Connect and its client is installed, else each process runs its "
            "own); given (e.g. local[2] again), each process runs its own SparkSession with this master.",
            _spark_master),
+    Option("engine", "local|spark", "local",
+           "Where the producers and the captures run: local (processes on this host) or spark (tasks of the "
+           "session's Spark application, on the executors --kafka-mirror-spark-master gives: each batch of them one "
+           "barrier stage; the run directory must be one file system for this host and the executors).",
+           _engine),
     Option("spark-remote", "URL", None,
            "Verify through this Spark Connect server, sc://HOST[:PORT][/;PARAM=VALUE...] (no Spark starts "
            "here; it must read the run directories at the same paths). Excludes --kafka-mirror-spark-master.",
@@ -673,6 +693,8 @@ class Settings:
     pushgateway: str | None = None
     #: a Spark Connect server to verify through (``sc://...``), or None
     spark_remote: str | None = None
+    #: where producers and captures run (:data:`ENGINES`)
+    engine: str = "local"
     #: librdkafka properties of the source's / target's clients (``_clientconf.ClientProperties``,
     #: its repr masks the secrets): the ``-config`` file with the ``-config-set`` ones over it
     source_client: Mapping[str, str] = field(default_factory=dict)
@@ -765,6 +787,7 @@ def resolve_settings(
         replicator=values["kafka_mirror_replicator"],
         naming=values["kafka_mirror_naming"],
         spark_master=values["kafka_mirror_spark_master"],
+        engine=values["kafka_mirror_engine"],
         report_dir=report_dir,
         drain_timeout=values["kafka_mirror_drain_timeout"],
         settle=values["kafka_mirror_settle"],

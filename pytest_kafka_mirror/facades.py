@@ -215,10 +215,11 @@ class MirrorProducerFactory:
             provisioned=self.topics.pool.readiness if self.topics.pool is not None else None,
             compacted=compacted,
             end_offsets=_end_offsets(self.target),
+            engine=self.session.engine,
         )
         self.runs.append(run)
         self.session.runs.append((self.test_id, run.run_dir))
-        if self.verifies:
+        if self.verifies or self.session.engine is not None:
             self.session.prestart_spark()  # the JVM starts while the run produces
         if self.session.metrics_spool is not None:
             self.session.metrics_spool.capture_started(self.test_id, run.run_dir)

@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING, Any
 from .capture.target import Capture
 from .produce.group import ProducerGroup
 from .produce.producer import CountsCallback, MirrorProducer, TopicLanes
-from .rundir import REPORT_FILE, SOURCE_DIR, Manifest, write_readiness
+from .processes.spark_tasks import SparkEngine
+from .rundir import ENGINE_FILE, REPORT_FILE, SOURCE_DIR, Manifest, write_json_atomic, write_readiness
 
 if TYPE_CHECKING:
     from .capture.witness import Witness, WitnessLog, WitnessMonitor
@@ -123,6 +124,7 @@ class MirrorRun:
         provisioned: dict[str, TopicReadiness] | None = None,
         compacted: Sequence[str] = (),
         end_offsets: tuple[bool | None, str] = (None, ""),
+        engine: SparkEngine | None = None,
     ) -> None:
         compacted = [compacted] if isinstance(compacted, str) else list(compacted)
         unknown = sorted(set(compacted) - set(topics))
@@ -152,8 +154,12 @@ class MirrorRun:
         # end_offsets: whether the target reports accurate end offsets, and why (its
         # capability): the capture samples them for its own lag behind the target
         self.end_offsets = end_offsets
+        #: the spark engine: the captures and producers as tasks of its Spark application
+        #: (None: processes on this host)
+        self.engine = engine
+        launcher = engine.launcher(self.run_dir) if engine is not None else None
         self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
-                               processes=capture_processes, end_offsets=end_offsets)
+                               processes=capture_processes, end_offsets=end_offsets, launcher=launcher)
         #: the p99 SLO (ms) the steps of a stepped rate profile are judged by (``max_sustainable_rate``);
         #: None: ``verify/_capacity.py``'s DEFAULT_SLO_P99_MS
         self.capacity_slo_ms: float | None = None
@@ -161,7 +167,7 @@ class MirrorRun:
         if capture_source:
             self.source_capture = Capture(source_bootstrap, self.run_dir / SOURCE_DIR, {t: t for t in self.topics},
                                           drain_timeout=drain_timeout, settle=settle, manifest_dir=self.run_dir,
-                                          processes=capture_processes)
+                                          processes=capture_processes, launcher=launcher)
         self.source_capture_status: dict[str, Any] | None = None
         self.manifests: list[Manifest] = []
         self.capture_status: dict[str, Any] | None = None
@@ -346,6 +352,8 @@ class MirrorRun:
                 self.markers.sort(key=lambda m: m.at_us)
         self._record(result if isinstance(result, list) else [result], markers, monitor)
         self._phase("produced")
+        if isinstance(result, list) and processes == 1:  # the spark engine's group of one
+            return result[0]
         return result
 
     def produce_transactions(self, *, transactions: int, records: int, abort_every: int = 3, interval: float = 0.2,
@@ -399,14 +407,16 @@ class MirrorRun:
 
     def _producer(self, processes: int, *, format: str, message_size: int, producer_id: str | None,
                   config: dict[str, Any] | None, source_bootstrap: str | None = None) -> MirrorProducer | ProducerGroup:
-        """One producer, or a group of ``processes`` (each produce() call's group in its own directory)."""
-        if processes == 1:
+        """One producer, or a group of ``processes`` (each produce() call's group in its own
+        directory); with the spark engine always a group: its processes are Spark tasks."""
+        if processes == 1 and self.engine is None:
             return MirrorProducer(source_bootstrap or self.source_bootstrap, format=format, message_size=message_size,
                                   producer_id=producer_id, config=config)
         return ProducerGroup(
             source_bootstrap or self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
             format=format, message_size=message_size, producer_id=producer_id, config=config,
             startup_timeout=self.topic_timeout,
+            launcher=self.engine.launcher(self.run_dir) if self.engine is not None else None,
         )
 
     def _witness_monitor(self, witnesses: Sequence[tuple[Witness, str]], chosen: Sequence[str]) -> WitnessMonitor:
@@ -558,9 +568,22 @@ class MirrorRun:
                      f"{int(self.capture_status.get('ours', 0)):,}")
             if self.source_capture is not None:
                 self.source_capture_status = self.source_capture.wait(timeout)
+            self._write_engine()
             # next: the verification, or the failover checks (both start with Spark, seconds of a cold JVM)
             self._phase("verifying")
         return self.capture_status
+
+    def _write_engine(self) -> None:
+        """``engine.json``: where this run's producers and captures ran and the largest
+        offset of their clocks to this host's (0 when they all ran here)."""
+        tasks = self.engine.tasks(self.run_dir) if self.engine is not None else []
+        worst = max(tasks, key=lambda t: abs(float(t.get("offset_ms") or 0.0)), default=None)
+        clock = ({"max_offset_ms": 0.0, "uncertainty_ms": 0.0} if worst is None else
+                 {"max_offset_ms": float(worst.get("offset_ms") or 0.0),
+                  "uncertainty_ms": float(worst.get("uncertainty_ms") or 0.0), "task": worst.get("name"),
+                  "host": worst.get("host")})
+        write_json_atomic(self.run_dir / ENGINE_FILE, {"engine": "spark" if self.engine is not None else "local",
+                                                       "tasks": tasks, "clock": clock})
 
     def verify(self, *, spark: Any = None, master: str = "local[2]", examples: int = 20) -> MirrorReport:
         """Finish the capture, run the Spark verification, write ``report.json``."""

@@ -44,7 +44,9 @@ __all__ = [
     "Manifest",
     "capture_schema",
     "load_capture_status",
+    "ENGINE_FILE",
     "load_discovery",
+    "load_engine",
     "load_manifests",
     "load_scenario_figures",
     "note_report_files",
@@ -58,6 +60,8 @@ CAPTURE_DIR = "capture"
 CAPTURE_STATUS = "capture-status.json"
 REPORT_FILE = "report.json"
 READINESS_FILE = "readiness.json"
+#: where the run's producers and captures ran, and the clocks' offsets (``run.py``)
+ENGINE_FILE = "engine.json"
 SCENARIO_FILE = "scenario.json"
 #: Subdirectory of a run directory holding the capture of the source topics, when taken.
 SOURCE_DIR = "source"
@@ -215,6 +219,15 @@ def load_capture_status(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         return {"error": f"unreadable {CAPTURE_STATUS}: {exc}"}
     return status if isinstance(status, dict) else {"status": status}
+
+
+def load_engine(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """``engine.json``: the engine, its tasks and the largest clock offset; a run written
+    before it (or by the CLI's separate commands) ran on one host: clock 0."""
+    try:
+        return dict(json.loads((Path(run_dir) / ENGINE_FILE).read_text()))
+    except (OSError, ValueError):
+        return {"engine": "local", "clock": {"max_offset_ms": 0.0, "uncertainty_ms": 0.0}}
 
 
 def load_discovery(run_dir: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:

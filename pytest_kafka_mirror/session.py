@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
+from .processes.spark_tasks import SparkEngine
 from .rundir import note_report_files
 from .verify.spark import ProcessSpark
 
@@ -65,8 +66,12 @@ class KafkaMirrorSession:
         self.runs: list[tuple[str, Path]] = []
         self.verified: set[Path] = set()
         #: how this process verifies, and the SparkSession it verifies with once started
+        # the spark engine's tasks need an application of this process's own: no shared Connect server
         self.spark = ProcessSpark(settings.spark_master, remote=settings.spark_remote,
-                                  master_given=self._explicit("spark-master"), startup_timeout=settings.startup_timeout)
+                                  master_given=self._explicit("spark-master") or settings.engine == "spark",
+                                  startup_timeout=settings.startup_timeout)
+        #: the spark engine (producers and captures as Spark tasks), None for the local one
+        self.engine: SparkEngine | None = SparkEngine(self.get_spark) if settings.engine == "spark" else None
         #: lines for the end of the terminal summary (e.g. the test topics deleted from bootstrap: clusters)
         self.closing_notes: list[str] = []
         #: the failover witnesses' consumer groups this process committed for (deleted with the
@@ -170,7 +175,10 @@ class KafkaMirrorSession:
         self.spark.prestart(self.share)
 
     def stop_spark(self) -> None:
-        """Stop the SparkSession :meth:`get_spark` started (one it found running is left to its owner)."""
+        """Stop the SparkSession :meth:`get_spark` started (one it found running is left to its owner),
+        after the spark engine's stages still running (cancelled)."""
+        if self.engine is not None:
+            self.engine.close()
         self.spark.stop()
 
     def report_path(self, nodeid: str, index: int) -> Path:

@@ -1,4 +1,4 @@
-"""A real Spark standalone cluster on this host: one master and one worker, from pyspark's
+"""A real Spark standalone cluster on this host: one master and one worker (or ``workers=N``), from pyspark's
 own ``spark-class`` (no Spark download), bound to 127.0.0.1 on free ports.
 
 Both JVMs run as :class:`~pytest_kafka_mirror.processes.managed.ManagedProcess` (own process group,
@@ -47,9 +47,13 @@ def spark_env() -> dict[str, str]:
 class StandaloneSpark:
     """``with StandaloneSpark(workdir) as cluster: ... cluster.master_url ...``"""
 
-    def __init__(self, workdir: Path, *, cores: int = 2, memory: str = "1g", startup_timeout: float = 90.0) -> None:
+    def __init__(self, workdir: Path, *, cores: int = 2, memory: str = "1g", startup_timeout: float = 90.0,
+                 workers: int = 1) -> None:
         self.workdir = workdir
         self.cores = cores
+        self.workers_wanted = workers
+        #: every worker's JVM (``worker``: the first)
+        self.workers: list[ManagedProcess] = []
         self.memory = memory
         self.startup_timeout = startup_timeout
         self.port = free_port()
@@ -71,14 +75,18 @@ class StandaloneSpark:
         ).start()
         try:
             self._wait_log(self.master, "I have been elected leader")
-            self.worker = ManagedProcess(
-                "spark worker",
-                [cls, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
-                 "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(self.cores),
-                 "--memory", self.memory, "--work-dir", str(self.workdir / "work")],
-                self.workdir / "worker.log", env=env, cwd=self.workdir,
-            ).start()
-            self._wait_log(self.worker, "Successfully registered with master")
+            for w in range(self.workers_wanted):
+                suffix = "" if w == 0 else f"-{w}"
+                worker = ManagedProcess(
+                    f"spark worker{suffix}",
+                    [cls, "org.apache.spark.deploy.worker.Worker", self.master_url, "--host", "127.0.0.1",
+                     "--port", str(free_port()), "--webui-port", str(free_port()), "--cores", str(self.cores),
+                     "--memory", self.memory, "--work-dir", str(self.workdir / f"work{suffix}")],
+                    self.workdir / f"worker{suffix}.log", env=env, cwd=self.workdir,
+                ).start()
+                self.workers.append(worker)
+                self.worker = self.workers[0]
+                self._wait_log(worker, "Successfully registered with master")
         except BaseException:
             self.stop()
             raise
@@ -97,7 +105,7 @@ class StandaloneSpark:
                    on_timeout=lambda: f"\n{proc.log_tail()}")
 
     def stop(self) -> None:
-        for proc in (self.worker, self.master):
+        for proc in (*reversed(self.workers), self.master):
             if proc is not None:
                 proc.stop(timeout=15.0)
 

@@ -40,6 +40,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..processes.managed import Launcher, launch_local
+from ..processes.spark_tasks import EngineError
 from ..rundir import CAPTURE_STATUS, write_json_atomic
 from .rows import CHUNK_BITS, LiveFigures, SeenBitmap, merge_progress  # noqa: F401 - importable here as before the split
 
@@ -127,6 +129,7 @@ class Capture:
         processes: int = 1,
         producers: int = 0,
         end_offsets: tuple[bool | None, str] = (None, ""),
+        launcher: Launcher | None = None,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise CaptureError(f"capture processes must be a whole number >= 1, got {processes!r}")
@@ -143,6 +146,8 @@ class Capture:
         #: whether the target reports accurate end offsets (None: not known, sampled all the
         #: same) and what says so: the capture samples them for its own lag, or says it cannot
         self.end_offsets = end_offsets
+        #: what starts the capture processes (the engine): here, or as Spark tasks
+        self.launcher = launcher or launch_local
         self.procs: list[Any] = []
 
     @property
@@ -154,10 +159,11 @@ class Capture:
         return self.run_dir / group_file(name, group, self.processes_wanted)
 
     def start(self) -> Capture:
-        from ..processes.managed import ManagedProcess, wait_until
+        from ..processes.managed import wait_until
 
         self.run_dir.mkdir(parents=True, exist_ok=True)
         n = self.processes_wanted
+        children = []
         for g in range(n):
             argv = [
                 sys.executable, "-m", "pytest_kafka_mirror.capture.process",
@@ -175,7 +181,11 @@ class Capture:
             argv += ["--end-offsets", "skip" if accurate is False else "sample",
                      "--end-offsets-why", why or ("" if accurate else "not probed: taken as accurate")]
             name = "capture" if n == 1 else f"capture {g}/{n}"
-            self.procs.append(ManagedProcess(name, argv, self._file("capture.log", g)).start())
+            children.append((name, argv, self._file("capture.log", g)))
+        try:
+            self.procs = self.launcher(children)
+        except EngineError as exc:
+            raise CaptureError(f"cannot start the capture: {exc}") from None
 
         def started() -> bool:
             return all(self._file(READY, g).exists() or not proc.running for g, proc in enumerate(self.procs))

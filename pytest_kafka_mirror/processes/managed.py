@@ -388,6 +388,26 @@ class ManagedProcess:
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
 
 
+#: What starts a batch of children: ``[(name, argv, log path), ...]`` -> their handles
+#: (started).  :func:`launch_local` here; the ``spark`` engine's runs them as Spark tasks
+#: (:meth:`.spark_tasks.SparkEngine.launcher`), with the same handle interface.
+Launcher = Callable[[Sequence[tuple[str, Sequence[str], Path]]], list[Any]]
+
+
+def launch_local(children: Sequence[tuple[str, Sequence[str], Path]]) -> list[Any]:
+    """The local engine: each child a :class:`ManagedProcess` on this host, started in
+    order (one that cannot start stops those started before it)."""
+    started: list[ManagedProcess] = []
+    try:
+        for name, argv, log in children:
+            started.append(ManagedProcess(name, argv, log).start())
+    except BaseException:
+        for proc in started:
+            proc.kill()
+        raise
+    return started
+
+
 def register_cleanup(fn: Callable[[], None]) -> None:
     """Run ``fn`` with the last-resort kill (at exit and on SIGTERM): containers use it."""
     if fn not in _cleanups:

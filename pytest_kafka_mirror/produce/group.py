@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from .._warnings import PytestKafkaMirrorWarning
-from ..processes.managed import wait_until
+from ..processes.managed import Launcher, launch_local, wait_until
+from ..processes.spark_tasks import EngineError
 from ..rundir import Manifest, write_json_atomic
 from .producer import (
     PROGRESS_EVERY,
@@ -84,6 +85,7 @@ class ProducerGroup:
         config: dict[str, Any] | None = None,
         flush_timeout: float = 30.0,
         startup_timeout: float = 60.0,
+        launcher: Launcher | None = None,
     ) -> None:
         if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
             raise ProducerError(f"processes must be a whole number >= 1, got {processes!r}")
@@ -101,6 +103,10 @@ class ProducerGroup:
         self.config = dict(config or {})
         self.flush_timeout = flush_timeout
         self.startup_timeout = startup_timeout
+        #: what starts the processes (the engine): here, or as Spark tasks
+        self.launcher = launcher or launch_local
+        #: where each process ran (a Spark task's host, executor and clock; empty here)
+        self.placement: list[dict[str, Any]] = []
         #: after a Ctrl-C: the manifests of what the source acknowledged until then, one per
         #: process that stopped in time (stats ``interrupted``), for the caller to write
         self.interrupted: list[Manifest] | None = None
@@ -131,8 +137,6 @@ class ProducerGroup:
     ) -> list[Manifest]:
         """:meth:`MirrorProducer.run` over N processes; one manifest per process (not yet
         written to the run directory), in process order."""
-        from ..processes.managed import ManagedProcess
-
         profile, count = validate_run(topics, rate, duration, count)
         self.check_size(topics)
         n = self.processes
@@ -159,17 +163,14 @@ class ProducerGroup:
                 for i, pid in enumerate(self.producer_ids)
             ],
         })
-        procs = [
-            ManagedProcess(
-                f"producer {pid}",
-                [sys.executable, "-m", "pytest_kafka_mirror.produce.group", str(self.work_dir), str(i)],
-                self.work_dir / f"producer-{i}.log",
-            )
-            for i, pid in enumerate(self.producer_ids)
-        ]
+        children = [(f"producer {pid}", [sys.executable, "-m", "pytest_kafka_mirror.produce.group", str(self.work_dir),
+                                          str(i)], self.work_dir / f"producer-{i}.log")
+                    for i, pid in enumerate(self.producer_ids)]
         try:
-            for proc in procs:
-                proc.start()
+            procs = self.launcher(children)
+        except EngineError as exc:
+            raise ProducerError(f"cannot start the producers: {exc}") from None
+        try:
             self._wait_ready(procs)
             start_at = time.time() + START_LEAD
             write_json_atomic(self.work_dir / START, {"start_at": start_at})
@@ -188,6 +189,11 @@ class ProducerGroup:
             raise
         manifests = [Manifest.from_dict(json.loads((self.work_dir / f"result-{i}.json").read_text()))
                      for i in range(n)]
+        self.placement = [dict(proc.info()) if hasattr(proc, "info") else {} for proc in procs]
+        for manifest, where in zip(manifests, self.placement, strict=True):
+            if where:
+                manifest.stats["task"] = {k: where.get(k) for k in ("host", "executor", "pid", "offset_ms",
+                                                                      "uncertainty_ms")}
         behind = [m for m in manifests if m.stats.get("rate_warning")]
         if behind:
             lags = ", ".join(f"{m.stats.get('max_lag_s')} s" for m in behind)

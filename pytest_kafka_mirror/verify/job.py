@@ -70,6 +70,7 @@ from pytest_kafka_mirror.rundir import (
     SOURCE_DIR,
     load_capture_status,
     load_discovery,
+    load_engine,
     load_manifests,
     load_scenario_figures,
 )
@@ -248,6 +249,7 @@ def verify_run(
             raise
         job.release()
     report.discovery = load_discovery(run)
+    report.engine = load_engine(run)
     report.scenario = load_scenario_figures(run)
     if write_report:
         report.write(run / REPORT_FILE)

@@ -29,6 +29,7 @@ from pytest_kafka_mirror.rundir import (
     SOURCE_DIR,
     load_capture_status,
     load_discovery,
+    load_engine,
     load_manifests,
     load_scenario_figures,
 )
@@ -246,6 +247,7 @@ def oracle_report(
         histogram_bounds_ms=bounds,
         capture=load_capture_status(run),
         discovery=load_discovery(run),
+        engine=load_engine(run),
         scenario=load_scenario_figures(run),
     )
     for name in ("expected", "received", "distinct", "lost", "unseen", "duplicated", "reordered", "phantom",

@@ -310,6 +310,10 @@ def format_table(rows: Sequence[dict[str, Any]], columns: Sequence[str], limit: 
 _FIGURE_LABELS = {"p50_ms": "p50", "p90_ms": "p90", "p99_ms": "p99", "p999_ms": "p99.9", "max_ms": "max"}
 
 
+#: the share of a latency limit a clock offset between the run's hosts may take
+CLOCK_SHARE = 0.1
+
+
 def _ms(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}".rstrip("0").rstrip(".") + " ms"
 
@@ -445,6 +449,12 @@ class MirrorReport:
     #: ``gap_s`` (the typical gap between arrivals), ``threshold_s`` (the quiet it takes),
     #: ``acked_after`` (records acknowledged from the last arrival's second on that never arrived)
     stall: dict[str, Any] | None = None
+    #: where the producers and captures ran (``rundir.load_engine``, ``engine.json``): ``engine``
+    #: (local | spark), ``tasks`` (spark: each child's host, executor, pid, exit code and clock
+    #: offset) and ``clock``: the largest offset of a task's clock to the driver's
+    #: (``max_offset_ms``, ``uncertainty_ms``, ``task``, ``host``; 0 on one host), which every
+    #: latency carries; a latency limit smaller than ten times it cannot be judged
+    engine: dict[str, Any] = field(default_factory=dict)
     version: int = REPORT_VERSION
 
     # -- data ------------------------------------------------------------------------
@@ -1008,8 +1018,20 @@ class MirrorReport:
         return "\n".join(lines + self._examples("lane_split"))
 
     def _latency_breaches(self, limits: dict[str, float | None]) -> list[tuple[str, str]]:
-        """``(short, full)`` description of each latency limit the run breached."""
+        """``(short, full)`` description of each latency limit the run breached; first, when a
+        limit is given, a clock offset between the run's hosts over a tenth of the smallest
+        limit (its latencies compare two clocks that far apart: not judged)."""
         breaches = []
+        given = [limit for limit in limits.values() if limit is not None]
+        clock = self.engine.get("clock") or {}
+        off = abs(float(clock.get("max_offset_ms") or 0.0)) + float(clock.get("uncertainty_ms") or 0.0)
+        if given and off > CLOCK_SHARE * min(given):
+            full = (f"latency not judged: the clock of {clock.get('task')} on {clock.get('host')} is "
+                    f"{float(clock.get('max_offset_ms') or 0.0):.1f} ms (± {float(clock.get('uncertainty_ms') or 0.0):.1f}"
+                    f" ms) off the driver's, more than {CLOCK_SHARE:.0%} of the limit {_ms(min(given))}: producer and "
+                    "capture timestamps from clocks that far apart give no latency to compare (synchronise the hosts' "
+                    "clocks: NTP / chrony)")
+            breaches.append((f"clock offset {float(clock.get('max_offset_ms') or 0.0):.1f} ms", full))
         for name, limit in limits.items():
             if limit is None:
                 continue

@@ -1,0 +1,71 @@
+"""The spark engine's parts that need no Spark: the clock measurement, a task's run of its
+child (what it writes, how it refuses a retry), the driver's handle and the slot check."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_kafka_mirror.processes.spark_tasks import (
+    ClockServer,
+    EngineError,
+    SparkTask,
+    TaskStage,
+    _run_task,
+    measure_clock,
+)
+
+
+@pytest.fixture
+def clock() -> ClockServer:
+    server = ClockServer("127.0.0.1")
+    yield server
+    server.close()
+
+
+def test_the_clock_offset_is_the_drivers_clock_minus_the_tasks(clock: ClockServer) -> None:
+    offset, uncertainty = measure_clock(clock.address, lambda: time.time() + 1.5)
+    assert -1550 < offset < -1450 and 0 <= uncertainty < 50
+    same, _ = measure_clock(clock.address)
+    assert abs(same) < 50
+
+
+def _spec(tmp_path: Path, clock: ClockServer, argv: list[str]) -> dict:
+    return {"dir": str(tmp_path), "clock": list(clock.address),
+            "children": [{"name": "producer p1", "argv": argv, "log": str(tmp_path / "producer.log")}]}
+
+
+def test_a_task_runs_its_child_and_says_where_and_how_it_ended(tmp_path: Path, clock: ClockServer) -> None:
+    spec = _spec(tmp_path, clock, [sys.executable, "-c", "import sys; print('hello'); sys.exit(3)"])
+    row = _run_task(spec, 0, attempt=0, executor="7")
+    assert (row["rc"], row["executor"]) == (3, "7") and row["pid"] > 0
+    assert "exited with code 3" in row["error"] or "code 3" in row["error"], row["error"]
+    started = json.loads((tmp_path / "task-0.json").read_text())
+    assert started["pid"] == row["pid"] and started["host"] == row["host"]
+    assert json.loads((tmp_path / "done-0.json").read_text())["rc"] == 3
+    assert "hello" in (tmp_path / "producer.log").read_text()
+    handle = SparkTask(SimpleNamespace(dir=tmp_path, error=None), 0, "producer p1", tmp_path / "producer.log")
+    assert (handle.running, handle.returncode) == (False, 3)
+    assert handle.describe_exit().startswith(f"producer p1 on {row['host']} (executor 7) exited with code 3")
+
+
+def test_a_task_spark_runs_again_refuses_and_names_where_the_first_ran(tmp_path: Path, clock: ClockServer) -> None:
+    (tmp_path / "task-0.json").write_text(json.dumps({"host": "worker-3", "executor": "2", "pid": 1}))
+    row = _run_task(_spec(tmp_path, clock, [sys.executable, "-c", "pass"]), 0, attempt=0)
+    assert row["pid"] == -1 and row["rc"] == -1
+    assert row["error"].startswith("its first attempt on worker-3 (executor 2) ended without a result")
+    assert "not started twice" in row["error"]
+
+
+def test_a_batch_needs_as_many_task_slots_as_it_has_children(tmp_path: Path, clock: ClockServer) -> None:
+    spark = SimpleNamespace(sparkContext=SimpleNamespace(defaultParallelism=2))
+    children = [(f"producer p{i}", [sys.executable, "-c", "pass"], tmp_path / f"p{i}.log") for i in range(3)]
+    with pytest.raises(EngineError, match=r"runs producer p0, producer p1, producer p2 as one barrier stage of 3 "
+                                          r"tasks, and the Spark application has 2 task slots"):
+        TaskStage(spark, tmp_path / "tasks-0", children, clock).start()
+    assert not (tmp_path / "tasks-0").exists()  # nothing started
