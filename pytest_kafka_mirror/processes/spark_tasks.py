@@ -400,7 +400,8 @@ def _slots(spark: Any) -> int:
 def _spark_reason(exc: BaseException) -> str:
     """The lines of a failed job that say why (the task, the host, the executor's loss)."""
     text = str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
+    lines = [line.strip().lstrip(": ") for line in text.splitlines()
+             if line.strip() and not line.strip().startswith("at ")]
     keep = [line for line in lines if any(w in line for w in ("Lost", "lost", "failure", "Exception", "exited"))]
     return " | ".join((keep or lines)[:4])[:1500]
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +129,59 @@ def test_slots(mirror_topics, mirror_producer):
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*cannot start the producers: the spark engine runs producer *, producer *, producer * "
                                  "as one barrier stage of 3 tasks, and the Spark application has 2 task slots*"])
+
+
+KILLED_TEST = '''
+def test_killed(mirror_topics, mirror_producer, mirror_verifier):
+    run = mirror_producer(mirror_topics(1, partitions=2), rate=200, duration=40)
+    mirror_verifier(run).assert_ok()
+'''
+
+
+def test_a_worker_killed_mid_run_fails_it_naming_the_task_and_the_host(
+        pytester: pytest.Pytester, tagged_env: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The worker whose executor runs the producer is SIGKILLed (its whole process group:
+    the executor JVM and its Python workers) 5 s into a 40 s run: the run fails at once,
+    naming the producer's task, its host and executor, and nothing of it is left running."""
+    import threading
+
+    import psutil
+
+    pytester.makepyfile(test_killed=KILLED_TEST)
+    killed: list[str] = []
+
+    def kill_the_producers_worker(cluster: StandaloneSpark) -> None:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and not killed:
+            for spec in pytester.path.rglob("tasks-*/spec.json"):
+                if "producer" not in spec.read_text():
+                    continue
+                started = spec.parent / "task-0.json"
+                if started.exists() and time.time() - json.loads(started.read_text())["started"] > 5:
+                    executor = json.loads(started.read_text())["executor"]
+                    for proc in psutil.process_iter(["cmdline"]):
+                        cmd = proc.info["cmdline"] or []
+                        if "--executor-id" in cmd and cmd[cmd.index("--executor-id") + 1] == executor:
+                            worker = next(w for w in cluster.workers if w.pid == proc.ppid())
+                            killed.append(f"{worker.name} (executor {executor})")
+                            worker.stop(timeout=0, sig=9)
+                            return
+            time.sleep(0.2)
+
+    with StandaloneSpark(tmp_path_factory.mktemp("spark"), workers=2, cores=2) as cluster:
+        conf = tmp_path_factory.mktemp("spark-conf")
+        (conf / "spark-defaults.conf").write_text("spark.executor.memory 512m\n")
+        killer = threading.Thread(target=kill_the_producers_worker, args=(cluster,), daemon=True)
+        killer.start()
+        t0 = time.monotonic()
+        result = _run(pytester, "test_killed.py", "--kafka-mirror-engine=spark",
+                      f"--kafka-mirror-spark-master={cluster.master_url}", env={**spark_env(), "SPARK_CONF_DIR": str(conf)})
+        took = time.monotonic() - t0
+        killer.join(5)
+    out = result.stdout.str()
+    assert killed, out[-3000:]
+    result.assert_outcomes(failed=1)
+    assert re.search(r"producer process 0 \(\w+\) failed: the Spark task of producer \w+ on \S+ \(executor \d+\) failed: "
+                     r".*ExecutorLostFailure", out), out[-5000:]
+    assert took < 120, f"the run went on for {took:.0f} s after its producer's worker died"
+    assert processes_tagged(tagged_env) == []
