@@ -1061,5 +1061,15 @@ class MirrorReport:
         figures = (
             f"  over {lat.count} records{untimed}{self._partial_note()}: min {_ms(lat.min_ms)}, mean {_ms(lat.mean_ms)}, p50 {_ms(lat.p50_ms)}, "
             f"p90 {_ms(lat.p90_ms)}, p99 {_ms(lat.p99_ms)}, p99.9 {_ms(lat.p999_ms)}, max {_ms(lat.max_ms)}"
+            + self.clock_note()
         )
         return "\n".join([*failures, figures])
+
+    def clock_note(self) -> str:
+        """`` (± 0.4 ms clock offset)``: the bound every latency of a run on several hosts'
+        clocks carries (the spark engine's tasks, ``engine.clock``); '' on one host's clock."""
+        if self.engine.get("engine") != "spark":
+            return ""
+        clock = self.engine.get("clock") or {}
+        bound = abs(float(clock.get("max_offset_ms") or 0.0)) + float(clock.get("uncertainty_ms") or 0.0)
+        return f" (± {bound:.1f} ms clock offset)"

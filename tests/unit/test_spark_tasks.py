@@ -69,3 +69,29 @@ def test_a_batch_needs_as_many_task_slots_as_it_has_children(tmp_path: Path, clo
                                           r"tasks, and the Spark application has 2 task slots"):
         TaskStage(spark, tmp_path / "tasks-0", children, clock).start()
     assert not (tmp_path / "tasks-0").exists()  # nothing started
+
+
+def _spark_run(offset_ms: float, uncertainty_ms: float = 0.2):
+    from tests.stored import sample_report
+
+    report = sample_report(p50=10.0, p99=20.0)
+    report.engine = {"engine": "spark", "tasks": [], "clock": {"max_offset_ms": offset_ms,
+                                                              "uncertainty_ms": uncertainty_ms,
+                                                              "task": "producer p1", "host": "worker-2"}}
+    return report
+
+
+def test_a_latency_limit_under_ten_times_the_clock_offset_is_not_judged() -> None:
+    from pytest_kafka_mirror.verify import MirrorMismatchError
+
+    _spark_run(-4.7).assert_latency(p99_ms=50)  # 4.9 ms < 5 ms: judged, and met
+    with pytest.raises(MirrorMismatchError) as failed:
+        _spark_run(-4.9).assert_latency(p99_ms=50, p50_ms=100)  # 5.1 ms > a tenth of the smallest limit
+    text = str(failed.value)
+    assert ("latency not judged: the clock of producer p1 on worker-2 is -4.9 ms (± 0.2 ms) off the driver's, more "
+            "than 10% of the limit 50") in text, text
+    assert "(± 5.1 ms clock offset)" in text, text
+    assert _spark_run(0.0).clock_note() == " (± 0.2 ms clock offset)"
+    local = _spark_run(0.0)
+    local.engine = {"engine": "local", "clock": {"max_offset_ms": 0.0, "uncertainty_ms": 0.0}}
+    assert local.clock_note() == ""
