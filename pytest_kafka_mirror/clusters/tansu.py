@@ -128,8 +128,10 @@ class TansuCluster(KafkaAdminMixin):
         last: Exception | None = None
         for attempt in range(3):
             port = self.port if (self.port is not None and attempt == 0) else free_port()
+            # SIGINT stops it (see stop()), also through the supervisor of a broker xdist workers share
             proc = ManagedProcess(
-                f"{self.name} (tansu :{port})", self._argv(port), self.workdir / f"{self.name}.log", env=env
+                f"{self.name} (tansu :{port})", self._argv(port), self.workdir / f"{self.name}.log", env=env,
+                stop_signal=signal.SIGINT,
             )
             proc.start()
             try:
@@ -155,7 +157,7 @@ class TansuCluster(KafkaAdminMixin):
         SIGTERM it waits for its clients to disconnect (measured: 5.0 s with a producer and a
         consumer connected, so every session's end waited 3 s per broker, then killed it)."""
         if self.process is not None:
-            self.process.stop(timeout=3.0, sig=signal.SIGINT)
+            self.process.stop(timeout=3.0)  # its stop signal: SIGINT
         self._admin = None
 
     def kill(self) -> None:

@@ -377,7 +377,7 @@ class Link:
                     f"{self.name} link (tansu proxy :{inner})",
                     [tansu_binary(), "proxy", "--listener-url", f"tcp://127.0.0.1:{inner}",
                      "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--origin-url", f"tcp://{self.origin}"],
-                    self.workdir / f"{self.name}-link-proxy.log",
+                    self.workdir / f"{self.name}-link-proxy.log", stop_signal=signal.SIGINT,  # as the broker
                 ).start()
             self._delayer = ManagedProcess(
                 f"{self.name} link (delay :{port})",
@@ -470,8 +470,8 @@ class Link:
                 log.error("link %s: could not remove its rules: %s", self.name, exc)
         if self._delayer is not None:
             self._delayer.stop(timeout=3.0)
-        if self._proxy is not None:  # tansu proxy: SIGINT, as the broker (see TansuCluster.stop)
-            self._proxy.stop(timeout=3.0, sig=signal.SIGINT)
+        if self._proxy is not None:  # tansu proxy: its stop signal, SIGINT (see TansuCluster.stop)
+            self._proxy.stop(timeout=3.0)
 
     def __enter__(self) -> Link:
         return self.start()

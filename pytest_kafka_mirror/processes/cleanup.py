@@ -16,8 +16,9 @@ __all__ = ["stop_registered"]
 
 
 def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
-    """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`), SIGKILL
-    those still alive after ``timeout``, and remove the containers listed there; returns
+    """SIGTERM every supervisor listed in ``registry`` (see :func:`detached`; each stops its
+    command with the command's own stop signal), SIGKILL the process groups of those still
+    alive after ``timeout``, and remove the containers listed there; returns
     the pids that were running."""
     try:
         entries = registry.read_text().split()
@@ -30,7 +31,9 @@ def stop_registered(registry: Path, timeout: float = 10.0) -> list[int]:
     running = []
     for pid in pids:
         try:
-            os.killpg(pid, signal.SIGTERM)
+            # the supervisor alone: it stops its command with that command's own stop signal
+            # (Tansu's SIGINT); its whole group gets the SIGKILL below if it does not end
+            os.kill(pid, signal.SIGTERM)
             running.append(pid)
         except (ProcessLookupError, PermissionError):
             pass

@@ -212,8 +212,12 @@ class ManagedProcess:
         *,
         env: dict[str, str] | None = None,
         cwd: str | os.PathLike[str] | None = None,
+        stop_signal: int = signal.SIGTERM,
     ) -> None:
         self.name = name
+        #: the signal :meth:`stop` sends by default, and a supervisor of a detached one
+        #: (Tansu exits at once on SIGINT, and waits for its clients on SIGTERM)
+        self.stop_signal = stop_signal
         self.argv = list(argv)
         self.log_path = Path(log_path)
         self.env = env
@@ -231,7 +235,8 @@ class ManagedProcess:
         detach = _detach
         argv = self.argv
         if detach is not None:
-            argv = [sys.executable, "-m", "pytest_kafka_mirror.processes.supervise", "--watch", str(detach[0]), "--", *argv]
+            argv = [sys.executable, "-m", "pytest_kafka_mirror.processes.supervise", "--watch", str(detach[0]),
+                    "--stop-signal", str(int(self.stop_signal)), "--", *argv]
         log = open(self.log_path, "ab")
         self.started_at = time.time()
         try:
@@ -286,11 +291,13 @@ class ManagedProcess:
         """Send ``sig`` to the whole process group (no-op when not started or gone)."""
         self._signal_group(sig)
 
-    def stop(self, timeout: float = 5.0, sig: int = signal.SIGTERM) -> int | None:
-        """``sig`` (SIGTERM), wait up to ``timeout``, then SIGKILL.  Idempotent; returns the
-        exit code."""
+    def stop(self, timeout: float = 5.0, sig: int | None = None) -> int | None:
+        """``sig`` (default: its :attr:`stop_signal`, SIGTERM unless given), wait up to
+        ``timeout``, then SIGKILL.  Idempotent; returns the exit code."""
         if self.proc is None:
             return None
+        if sig is None:
+            sig = self.stop_signal
         if self.proc.poll() is None:
             if self.paused:
                 self._signal_group(signal.SIGCONT)

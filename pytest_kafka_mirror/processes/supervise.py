@@ -7,7 +7,8 @@ them first, but must outlive that worker and must not outlive the run.  A child'
 ``PR_SET_PDEATHSIG`` ties it to its parent, which is the wrong process here, so the
 worker starts this supervisor in a session of its own; the supervisor starts the command
 (tied to itself by PDEATHSIG) and ends it when the watched process (the xdist controller)
-is gone, when it gets SIGTERM, or when the command exits.  The controller stops it at the
+is gone, when it gets SIGTERM, or when the command exits; it stops the command with
+``--stop-signal`` (the command's own, as :class:`~.managed.ManagedProcess` has it).  The controller stops it at the
 end of the run; if the controller is SIGKILLed the supervisor notices within
 ``--interval`` seconds.
 """
@@ -31,6 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--watch", type=int, required=True, help="pid whose end ends the command")
     ap.add_argument("--interval", type=float, default=0.5)
     ap.add_argument("--ready", type=Path, help="file to write the command's pid into once started")
+    ap.add_argument("--stop-signal", type=int, default=int(signal.SIGTERM),
+                    help="the signal that stops the command (Tansu: SIGINT; it waits for its clients on SIGTERM)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             break
         time.sleep(args.interval)
     if child.poll() is None:
-        child.terminate()
+        child.send_signal(args.stop_signal)
         try:
             child.wait(5)
         except subprocess.TimeoutExpired:

@@ -42,3 +42,47 @@ def test_an_installed_package_leaves_the_environment_alone(monkeypatch):
     env = {"PYTHONPATH": "/a"}
     assert child_env(env) is env
     assert child_env(None) is None
+
+
+TRAP = """
+import signal, sys, time
+from pathlib import Path
+out = Path(sys.argv[1])
+def on(signum, frame):
+    out.write_text(signal.Signals(signum).name)
+    sys.exit(0)
+signal.signal(signal.SIGINT, on)
+signal.signal(signal.SIGTERM, on)
+out.with_suffix(".up").touch()
+while True:
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("stop_signal", ["SIGINT", "SIGTERM"])
+def test_a_process_is_stopped_with_its_own_signal_also_through_the_supervisor_of_a_detached_one(
+        tmp_path, stop_signal):
+    """Tansu exits at once on SIGINT and waits for its clients on SIGTERM: a process's stop
+    signal is its own, whether the plugin stops it or the supervisor of a detached one
+    (a broker xdist workers share) does when it is told to stop."""
+    import signal as signals
+
+    from pytest_kafka_mirror.processes.cleanup import stop_registered
+    from pytest_kafka_mirror.processes.managed import detached, wait_until
+
+    sig = signals.Signals[stop_signal]
+    script = tmp_path / "trap.py"
+    script.write_text(TRAP)
+    here = ManagedProcess("here", [sys.executable, str(script), str(tmp_path / "here.txt")], tmp_path / "here.log",
+                          stop_signal=sig).start()
+    wait_until(lambda: (tmp_path / "here.up").exists(), 10, "the trap to start")
+    here.stop(timeout=5)
+    assert (tmp_path / "here.txt").read_text() == stop_signal
+    registry = tmp_path / "registry"
+    with detached(os.getpid(), registry):
+        ManagedProcess("shared", [sys.executable, str(script), str(tmp_path / "shared.txt")], tmp_path / "shared.log",
+                       stop_signal=sig).start()
+    wait_until(lambda: (tmp_path / "shared.up").exists(), 10, "the supervised trap to start")
+    stop_registered(registry, timeout=10)
+    wait_until(lambda: (tmp_path / "shared.txt").exists(), 10, "the supervised trap to be stopped")
+    assert (tmp_path / "shared.txt").read_text() == stop_signal
