@@ -217,19 +217,17 @@ def _switch(role: str, commands: Sequence[str], verb: str) -> str | None:
     """Between the sessions, the upgrade itself for ``external:`` replicators: OLD's
     ``stop`` command, then NEW's ``start`` (each when given); what went wrong, or None."""
     from ..config import _replicator_command
+    from ..replicators.external import run_command
 
     given = dict(_replicator_command(c) for c in commands)
     if verb not in given:
         return None
     _say(f"switching: {role}'s {verb} command: {given[verb]}")
-    try:
-        done = subprocess.run(["/bin/sh", "-c", given[verb]], capture_output=True, text=True, timeout=300,
-                              stdin=subprocess.DEVNULL, check=False)
-    except subprocess.TimeoutExpired:
+    rc, said = run_command(given[verb], 300)
+    if rc is None:
         return f"{role}'s {verb} command did not return within 300 s"
-    if done.returncode != 0:
-        said = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()[-1]
-        return f"{role}'s {verb} command exited {done.returncode}: {said}"
+    if rc != 0:
+        return f"{role}'s {verb} command exited {rc}: {said[-1]}"
     return None
 
 

@@ -349,15 +349,7 @@ class ManagedProcess:
 
     # -- diagnostics -----------------------------------------------------------------
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            with open(self.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - 16384))
-                data = f.read().decode(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(data.splitlines()[-lines:])
+        return log_tail(self.log_path, lines)
 
     def first_error(self, markers: Sequence[str] = ERROR_MARKERS) -> str:
         """The first line of the log holding one of ``markers`` ('' when none): a JVM that
@@ -393,6 +385,19 @@ class ManagedProcess:
     def __repr__(self) -> str:
         state = "running" if self.running else f"exited {self.returncode}"
         return f"<ManagedProcess {self.name} pid={self.pid} {state}>"
+
+
+def log_tail(path: Path, lines: int = 30) -> str:
+    """The last ``lines`` lines of a log file (of its last 16 KiB; '' when unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 16384))
+            data = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(data.splitlines()[-lines:])
 
 
 #: What starts a batch of children: ``[(name, argv, log path), ...]`` -> their handles

@@ -46,9 +46,11 @@ __all__ = ["CLOCK_ROUNDS", "ClockServer", "EngineError", "SparkEngine", "SparkTa
 
 #: requests per clock measurement: the one with the shortest round trip is kept
 CLOCK_ROUNDS = 8
-#: the result row of a task
-_SCHEMA = ("i long, host string, executor string, pid long, rc long, error string, started double, ended double, "
-           "offset_ms double, uncertainty_ms double")
+#: the result row of a task: (column, Spark SQL type)
+_ROW = (("i", "long"), ("host", "string"), ("executor", "string"), ("pid", "long"), ("rc", "long"),
+        ("error", "string"), ("started", "double"), ("ended", "double"), ("offset_ms", "double"),
+        ("uncertainty_ms", "double"))
+_SCHEMA = ", ".join(f"{name} {type_}" for name, type_ in _ROW)
 #: ``KAFKA_MIRROR_ENGINE_FAKE_CLOCK=NAME_PART:SECONDS``: a task whose child's name contains
 #: NAME_PART reads its clock SECONDS off (the tests' injected offset)
 FAKE_CLOCK_ENV = "KAFKA_MIRROR_ENGINE_FAKE_CLOCK"
@@ -226,9 +228,8 @@ def _executor_id() -> str:
 def _arrow_schema() -> Any:
     import pyarrow as pa
 
-    return pa.schema([("i", pa.int64()), ("host", pa.string()), ("executor", pa.string()), ("pid", pa.int64()),
-                      ("rc", pa.int64()), ("error", pa.string()), ("started", pa.float64()), ("ended", pa.float64()),
-                      ("offset_ms", pa.float64()), ("uncertainty_ms", pa.float64())])
+    arrow = {"long": pa.int64(), "string": pa.string(), "double": pa.float64()}
+    return pa.schema([(name, arrow[type_]) for name, type_ in _ROW])
 
 
 # --------------------------------------------------------------------------- driver side
@@ -237,7 +238,6 @@ class SparkTask:
 
     def __init__(self, stage: TaskStage, i: int, name: str, log_path: Path) -> None:
         self.stage, self.i, self.name, self.log_path = stage, i, name, log_path
-        self.paused = False
 
     def _done(self) -> dict[str, Any] | None:
         return _read(self.stage.dir / f"done-{self.i}.json")
@@ -292,10 +292,9 @@ class SparkTask:
         return self.returncode
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        from .managed import log_tail
+
+        return log_tail(self.log_path, lines)
 
     def describe_exit(self) -> str:
         done = self._done()
@@ -335,7 +334,6 @@ class TaskStage:
         self.group = f"kafka-mirror-{directory.name}-{os.getpid()}-{id(self)}"
         #: why the stage failed (Spark's own words), None while it runs or once it ended well
         self.error: str | None = None
-        self.rows: list[dict[str, Any]] = []
         self._thread: threading.Thread | None = None
 
     def start(self) -> list[SparkTask]:
@@ -363,7 +361,7 @@ class TaskStage:
         sc.setJobGroup(self.group, f"kafka-mirror: {', '.join(name for name, _, _ in self.children)}",
                        interruptOnCancel=True)
         try:
-            self.rows = [r.asDict() for r in df.collect()]
+            df.collect()  # how each task ended is in its done-I.json
         except Exception as exc:  # noqa: BLE001 - the handles report it
             self.error = _spark_reason(exc)
 
@@ -385,10 +383,6 @@ class TaskStage:
             self.spark.sparkContext.cancelJobGroup(self.group)
             self._thread.join(30)
             self.error = self.error or f"cancelled: {why}"
-
-    def join(self, timeout: float = 30.0) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
 
 
 def _slots(spark: Any) -> int:

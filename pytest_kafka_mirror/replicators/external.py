@@ -29,7 +29,7 @@ from .base import NamingPolicy, ReplicatorBase, ReplicatorError
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
 
-__all__ = ["COMMAND_OPTION", "VERBS", "ExternalReplicator"]
+__all__ = ["COMMAND_OPTION", "VERBS", "ExternalReplicator", "run_command"]
 
 #: the verbs a command can be given for, with an example each (messages and --help)
 VERBS = {"stop": "systemctl stop mm2", "start": "systemctl start mm2", "kill": "systemctl kill -s KILL mm2",
@@ -37,6 +37,17 @@ VERBS = {"stop": "systemctl stop mm2", "start": "systemctl start mm2", "kill": "
 COMMAND_OPTION = "--kafka-mirror-replicator-command"
 #: how long a command may take (a start's readiness probe has the startup timeout on top)
 COMMAND_TIMEOUT_S = 120.0
+
+
+def run_command(command: str, timeout: float) -> tuple[int | None, list[str]]:
+    """Run a user's lifecycle command (``/bin/sh -c``, no stdin): ``(exit code, the lines it
+    said: stderr, else stdout)``; exit code None when it did not return within ``timeout``."""
+    try:
+        done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, check=False)
+    except subprocess.TimeoutExpired:
+        return None, []
+    return done.returncode, (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()
 
 
 class ExternalReplicator(ReplicatorBase):
@@ -85,16 +96,12 @@ class ExternalReplicator(ReplicatorBase):
         if why is not None:
             raise ReplicatorError(f"cannot {verb} the replicator: {why}")
         command = self.commands[verb]
-        try:
-            done = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True,
-                                  timeout=COMMAND_TIMEOUT_S, stdin=subprocess.DEVNULL, check=False)
-        except subprocess.TimeoutExpired:
+        rc, said = run_command(command, COMMAND_TIMEOUT_S)
+        if rc is None:
             raise ReplicatorError(f"{COMMAND_OPTION} {verb}={command!r} did not return within {COMMAND_TIMEOUT_S:g} s "
-                                  "(a command must return once done: start a foreground process detached)") from None
-        if done.returncode != 0:
-            said = (done.stderr.strip() or done.stdout.strip() or "(no output)").splitlines()[-5:]
-            raise ReplicatorError(f"{COMMAND_OPTION} {verb}={command!r} exited with code {done.returncode}: "
-                                  + " | ".join(said))
+                                  "(a command must return once done: start a foreground process detached)")
+        if rc != 0:
+            raise ReplicatorError(f"{COMMAND_OPTION} {verb}={command!r} exited with code {rc}: " + " | ".join(said[-5:]))
 
     def start(self) -> None:
         """Run the start command when it was stopped (else nothing), then check it copies
