@@ -140,6 +140,18 @@ def _engine(text: str) -> str:
     return text
 
 
+def _run_store(text: str) -> str:
+    """A URI pyarrow opens (s3a://BUCKET/PREFIX, gs://, hdfs://, file://) or a plain path."""
+    text = text.strip()
+    if not text:
+        raise ValueError("empty: give a URI (s3a://BUCKET/PREFIX, gs://..., hdfs://...) or a shared path")
+    scheme = text.split("://", 1)[0] if "://" in text else ""
+    if scheme and scheme not in ("s3", "s3a", "s3n", "gs", "gcs", "hdfs", "viewfs", "file", "abfs", "abfss"):
+        raise ValueError(f"{text!r}: the scheme {scheme}:// is not one pyarrow and Spark both read (s3a, s3, gs, hdfs, "
+                         "abfs, file)")
+    return text.rstrip("/") if scheme else str(Path(text).absolute())
+
+
 def _spark_remote(text: str) -> str:
     from .verify.connect import parse_connect_url
 
@@ -539,8 +551,16 @@ OPTIONS: list[Option] = [
     Option("engine", "local|spark", "local",
            "Where the producers and the captures run: local (processes on this host) or spark (tasks of the "
            "session's Spark application, on the executors --kafka-mirror-spark-master gives: each batch of them one "
-           "barrier stage; the run directory must be one file system for this host and the executors).",
+           "barrier stage; the run directory is shared as a path by one host or a shared mount, or kept in a run "
+           "store: --kafka-mirror-run-store).",
            _engine),
+    Option("run-store", "URI", None,
+           "Keep every run directory under this URI (s3a://BUCKET/PREFIX, gs://..., hdfs://..., or a shared path): "
+           "the producers' manifests, the capture's segments and status files, the reports' inputs. Each stage "
+           "works in a local copy kept in step with it; the verification reads the capture's segments there. "
+           "pyarrow and Spark need the store's settings (for S3: AWS_ENDPOINT_URL, credentials, and "
+           "spark.hadoop.fs.s3a.* with hadoop-aws on the classpath); see docs/running.md.",
+           _run_store),
     Option("spark-remote", "URL", None,
            "Verify through this Spark Connect server, sc://HOST[:PORT][/;PARAM=VALUE...] (no Spark starts "
            "here; it must read the run directories at the same paths). Excludes --kafka-mirror-spark-master.",
@@ -695,6 +715,8 @@ class Settings:
     spark_remote: str | None = None
     #: where producers and captures run (:data:`ENGINES`)
     engine: str = "local"
+    #: the URI every run directory is kept under (processes/store.py), None: only here
+    run_store: str | None = None
     #: librdkafka properties of the source's / target's clients (``_clientconf.ClientProperties``,
     #: its repr masks the secrets): the ``-config`` file with the ``-config-set`` ones over it
     source_client: Mapping[str, str] = field(default_factory=dict)
@@ -788,6 +810,7 @@ def resolve_settings(
         naming=values["kafka_mirror_naming"],
         spark_master=values["kafka_mirror_spark_master"],
         engine=values["kafka_mirror_engine"],
+        run_store=values["kafka_mirror_run_store"],
         report_dir=report_dir,
         drain_timeout=values["kafka_mirror_drain_timeout"],
         settle=values["kafka_mirror_settle"],

@@ -216,6 +216,7 @@ class MirrorProducerFactory:
             compacted=compacted,
             end_offsets=_end_offsets(self.target),
             engine=self.session.engine,
+            store=self.session.store_uri(self.run_root / f"run-{len(self.runs)}"),
         )
         self.runs.append(run)
         self.session.runs.append((self.test_id, run.run_dir))

@@ -41,7 +41,8 @@ from .capture.target import Capture
 from .produce.group import ProducerGroup
 from .produce.producer import CountsCallback, MirrorProducer, TopicLanes
 from .processes.spark_tasks import SparkEngine
-from .rundir import ENGINE_FILE, REPORT_FILE, SOURCE_DIR, Manifest, write_json_atomic, write_readiness
+from .processes.store import DirMirror, StoreError
+from .rundir import ENGINE_FILE, REPORT_FILE, SOURCE_DIR, STORE_FILE, Manifest, write_json_atomic, write_readiness
 
 if TYPE_CHECKING:
     from .capture.witness import Witness, WitnessLog, WitnessMonitor
@@ -125,6 +126,7 @@ class MirrorRun:
         compacted: Sequence[str] = (),
         end_offsets: tuple[bool | None, str] = (None, ""),
         engine: SparkEngine | None = None,
+        store: str | None = None,
     ) -> None:
         compacted = [compacted] if isinstance(compacted, str) else list(compacted)
         unknown = sorted(set(compacted) - set(topics))
@@ -157,7 +159,14 @@ class MirrorRun:
         #: the spark engine: the captures and producers as tasks of its Spark application
         #: (None: processes on this host)
         self.engine = engine
-        launcher = engine.launcher(self.run_dir) if engine is not None else None
+        #: the run store's URI of this run (``--kafka-mirror-run-store``) and the mirror that keeps
+        #: this working copy in step with it; None: the run is kept only here
+        self.store = store
+        self.mirror: DirMirror | None = None
+        if store is not None:
+            write_json_atomic(self.run_dir / STORE_FILE, {"uri": store})
+            self.mirror = DirMirror(self.run_dir, store).start()
+        launcher = engine.launcher(self.run_dir, mirror=self.mirror) if engine is not None else None
         self.capture = Capture(target_bootstrap, self.run_dir, self.topics, drain_timeout=drain_timeout, settle=settle,
                                processes=capture_processes, end_offsets=end_offsets, launcher=launcher)
         #: the p99 SLO (ms) the steps of a stepped rate profile are judged by (``max_sustainable_rate``);
@@ -416,7 +425,7 @@ class MirrorRun:
             source_bootstrap or self.source_bootstrap, processes=processes, work_dir=self.run_dir / f"producers-{len(self.manifests)}",
             format=format, message_size=message_size, producer_id=producer_id, config=config,
             startup_timeout=self.topic_timeout,
-            launcher=self.engine.launcher(self.run_dir) if self.engine is not None else None,
+            launcher=self.engine.launcher(self.run_dir, mirror=self.mirror) if self.engine is not None else None,
         )
 
     def _witness_monitor(self, witnesses: Sequence[tuple[Witness, str]], chosen: Sequence[str]) -> WitnessMonitor:
@@ -569,6 +578,8 @@ class MirrorRun:
             if self.source_capture is not None:
                 self.source_capture_status = self.source_capture.wait(timeout)
             self._write_engine()
+            if self.mirror is not None:  # every file of the run at its URI before it is verified there
+                self.mirror.flush()
             # next: the verification, or the failover checks (both start with Spark, seconds of a cold JVM)
             self._phase("verifying")
         return self.capture_status
@@ -624,6 +635,12 @@ class MirrorRun:
             self.source_capture.stop()
         for sibling in self.siblings:
             sibling.close()
+        if self.mirror is not None:
+            mirror, self.mirror = self.mirror, None
+            try:
+                mirror.close()  # the report and the last logs
+            except StoreError as exc:
+                log.warning("%s (the run's files are all in %s)", exc, self.run_dir)
 
     def __enter__(self) -> MirrorRun:
         return self

@@ -16,6 +16,8 @@ different processes (or on different hosts sharing the directory)::
                                     resume time, a config's sync time, ...): name ->
                                     {"value", "note"}
       report.json                   the verifier's MirrorReport
+      store.json                    {"uri": ...}: the run is kept at this URI (--kafka-mirror-run-store);
+                                    its capture segments are read there, not here
 
 The manifest stores acknowledged sequence numbers as inclusive ranges, so its size grows
 with the number of gaps, not with the number of records.
@@ -40,6 +42,7 @@ __all__ = [
     "READINESS_FILE",
     "SCENARIO_FILE",
     "SOURCE_DIR",
+    "STORE_FILE",
     "LaneManifest",
     "Manifest",
     "capture_schema",
@@ -49,6 +52,7 @@ __all__ = [
     "load_engine",
     "load_manifests",
     "load_scenario_figures",
+    "store_uri_of",
     "note_report_files",
     "record_scenario_figure",
     "write_json_atomic",
@@ -63,6 +67,8 @@ READINESS_FILE = "readiness.json"
 #: where the run's producers and captures ran, and the clocks' offsets (``run.py``)
 ENGINE_FILE = "engine.json"
 SCENARIO_FILE = "scenario.json"
+#: ``{"uri": URI}`` when the run is kept in a run store (processes/store.py)
+STORE_FILE = "store.json"
 #: Subdirectory of a run directory holding the capture of the source topics, when taken.
 SOURCE_DIR = "source"
 #: Upper bounds (ms, inclusive) of the latency histogram buckets; a last bucket counts
@@ -184,6 +190,19 @@ def write_json_atomic(path: Path, data: Any) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=False))
     os.replace(tmp, path)
+
+
+def store_uri_of(path: str | os.PathLike[str]) -> str | None:
+    """The run-store URI of ``path`` (a run directory or a directory in one), None when its
+    run is kept only here."""
+    path = Path(path)
+    for up, run in enumerate([path, *list(path.parents)[:2]]):
+        marker = run / STORE_FILE
+        if marker.is_file():
+            uri = str(json.loads(marker.read_text())["uri"]).rstrip("/")
+            rel = path.relative_to(run).as_posix() if up else ""
+            return f"{uri}/{rel}" if rel and rel != "." else uri
+    return None
 
 
 def write_readiness(run_dir: str | os.PathLike[str], rounds: list[Any]) -> None:

@@ -165,6 +165,16 @@ class KafkaMirrorSession:
         )
         return make_replicator(spec or s.replicator, source, target, workdir, options)
 
+    def store_uri(self, run_dir: Path) -> str | None:
+        """The run store's URI of ``run_dir`` (``STORE/session-ID/TEST-DIR/run-N``: the test's
+        temporary directory names it), None without ``--kafka-mirror-run-store``."""
+        store = self.settings.run_store
+        if store is None:
+            return None
+        from .processes.store import join_uri
+
+        return join_uri(store, f"session-{self.session_id[:12]}", run_dir.parent.name, run_dir.name)
+
     def get_spark(self) -> Any:
         """This process's SparkSession for verification (:class:`~.verify.spark.ProcessSpark`:
         local, the run's shared Spark Connect server, or a remote one)."""

@@ -118,12 +118,13 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     if conflict is not None:
         args.parser.error(conflict)  # exits 2, as argparse does for any usage error
     master = _verify_master(args)
-    run_dir = Path(args.run_dir)
+    mirror = _pull_run(args.run_dir) if "://" in args.run_dir else None
+    run_dir = Path(args.run_dir) if mirror is None else mirror.local
     if not run_dir.is_dir():
         print(f"kafka-mirror verify: {run_dir} is not a directory", file=sys.stderr)
         return 2
     if not load_manifests(run_dir):
-        print(f"kafka-mirror verify: {run_dir} has no manifest-*.json: not a run directory", file=sys.stderr)
+        print(f"kafka-mirror verify: {args.run_dir} has no manifest-*.json: not a run directory", file=sys.stderr)
         return 2
     if args.allow_source_loss and not (run_dir / SOURCE_DIR).is_dir():
         print(f"kafka-mirror verify: --allow-source-loss needs the source log {run_dir / SOURCE_DIR}, and this run "
@@ -142,7 +143,14 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     out = Path(args.json) if args.json else run_dir / REPORT_FILE
     report.write(out)
     print(report.summary())
-    print(f"report: {out}")
+    if mirror is not None and not args.json:
+        import shutil
+
+        mirror.close()  # the report beside the run, in its store
+        shutil.rmtree(mirror.local, ignore_errors=True)
+        print(f"report: {args.run_dir.rstrip('/')}/{REPORT_FILE}")
+    else:
+        print(f"report: {out}")
     try:
         report.assert_ok(allow_duplicates=args.allow_duplicates, max_reordered=args.max_reordered,
                          allow_source_loss=args.allow_source_loss)
@@ -150,6 +158,24 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         print(str(exc), file=sys.stderr)
         return 1
     return 0
+
+
+def _pull_run(uri: str) -> Any:
+    """A run kept in a run store: its files but the segments pulled into a new local directory
+    (the verification reads the segments at ``uri``)."""
+    import json
+    import tempfile
+
+    from ..processes.store import DirMirror, StoreError
+    from ..rundir import STORE_FILE
+
+    try:
+        mirror = DirMirror(tempfile.mkdtemp(prefix="kafka-mirror-verify-"), uri.rstrip("/"))
+        mirror.sync()
+    except StoreError as exc:
+        raise CliError(str(exc)) from None
+    (mirror.local / STORE_FILE).write_text(json.dumps({"uri": uri.rstrip("/")}))
+    return mirror
 
 
 def _what_is(data: Any) -> str | None:
@@ -334,7 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("verify", help="verify a run directory (manifests + capture) with Spark")
     v.add_argument("run_dir", metavar="RUN_DIR",
                    help="a run directory: the producers' manifest-*.json and the capture (written by a test, or by "
-                        "kafka-mirror produce and capture)")
+                        "kafka-mirror produce and capture), or its URI in a run store (s3a://BUCKET/PREFIX/session-ID/"
+                        "TEST/run-N: its files are read there, the report written back beside them)")
     spark = OPTIONS_BY_NAME["spark-master"]
     # None when not given: --spark-remote excludes an explicit master (_spark_conflict).
     v.add_argument("--spark-master", type=_cli_type(spark), default=None, metavar=spark.metavar,

@@ -128,47 +128,92 @@ def _fake_clock(name: str) -> Callable[[], float]:
 # --------------------------------------------------------------------------- executor side
 def _run_task(spec: dict[str, Any], i: int, attempt: int, executor: str = "") -> dict[str, Any]:
     """Task ``i`` on its executor (``executor``: its id or address): the clock, child ``i``'s
-    command, how it ended (never raises)."""
-    stage = Path(spec["dir"])
-    child = spec["children"][i]
+    command, how it ended (never raises).  With a run store, the task works in a copy of the
+    run directory of its own, kept in step with the store (processes/store.py)."""
     row: dict[str, Any] = {"i": i, "host": socket.gethostname(), "executor": executor,
                            "pid": -1, "rc": -1, "error": "", "started": time.time(), "ended": 0.0,
                            "offset_ms": 0.0, "uncertainty_ms": 0.0}
-    started = stage / f"task-{i}.json"
+    mirror = None
+    stage = Path(spec["dir"])
     try:
-        if attempt > 0 or started.exists():
-            first = _read(started) or {}
-            where = f" on {first.get('host')} (executor {first.get('executor')})" if first else ""
-            row["error"] = (f"its first attempt{where} ended without a result (its executor lost?), and Spark ran it "
-                            f"again (attempt {attempt}): {child['name']} is not started twice (a producer would "
-                            "produce its records twice)")
-            return row
-        try:
-            import confluent_kafka  # noqa: F401 - what every child needs, checked before it starts
-
-            from .managed import ManagedProcess
-        except ImportError as exc:
-            row["error"] = (f"the executor on {row['host']} lacks {exc.name or exc}: ({exc}); ship the plugin's Python "
-                            "environment with the application (spark.archives, docs/running.md)")
-            return row
-        clock = _fake_clock(child["name"])
-        row["offset_ms"], row["uncertainty_ms"] = measure_clock(tuple(spec["clock"]), clock)
-        argv = [sys.executable, *child["argv"][1:]]  # the executor's Python, not the driver's path
-        proc = ManagedProcess(child["name"], argv, child["log"]).start()
-        row["pid"] = proc.pid or -1
-        _write(started, {k: row[k] for k in ("host", "executor", "pid", "started", "offset_ms", "uncertainty_ms")})
-        row["rc"] = _follow(proc, stage, i)
-        if row["rc"] != 0:
-            row["error"] = proc.describe_exit()
-        end_offset, end_uncertainty = measure_clock(tuple(spec["clock"]), clock)
-        if abs(end_offset) > abs(row["offset_ms"]):
-            row["offset_ms"], row["uncertainty_ms"] = end_offset, end_uncertainty
+        if spec.get("store"):
+            mirror, spec = _task_copy(spec)
+            stage = Path(spec["dir"])
+        _run_child(spec, i, attempt, stage, row)
     except BaseException as exc:  # noqa: BLE001 - the row says it; a raising task would be retried
-        row["error"] = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
+        row["error"] = row["error"] or f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
     finally:
         row["ended"] = time.time()
         _write(stage / f"done-{i}.json", row)
+        if mirror is not None:
+            _close_copy(mirror, row)
     return row
+
+
+def _task_copy(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The run directory pulled into a new directory of this executor, kept in step with the
+    store from now on, and ``spec`` with the driver's paths of it replaced by this copy's."""
+    import tempfile
+
+    from .store import DirMirror
+
+    root, uri = spec["store"]["root"], spec["store"]["uri"]
+    local = tempfile.mkdtemp(prefix="kafka-mirror-task-")
+    mirror = DirMirror(local, uri)
+    mirror.sync()  # the run as the driver left it: the specs, the manifests so far
+    mirror.start()
+
+    def here(text: str) -> str:
+        return local + text[len(root):] if text == root or text.startswith(root + "/") else text
+
+    children = [{**c, "argv": [here(a) for a in c["argv"]], "log": here(c["log"])} for c in spec["children"]]
+    return mirror, {**spec, "dir": here(spec["dir"]), "children": children, "copy": local}
+
+
+def _close_copy(mirror: Any, row: dict[str, Any]) -> None:
+    """The last push of the task's files (its child's last writes, ``done-I.json``), then its copy removed."""
+    import shutil
+
+    try:
+        mirror.close()
+    except Exception as exc:  # noqa: BLE001 - the result row says it
+        row["error"] = (row["error"] + "; " if row["error"] else "") + str(exc)
+    finally:
+        shutil.rmtree(mirror.local, ignore_errors=True)
+
+
+def _run_child(spec: dict[str, Any], i: int, attempt: int, stage: Path, row: dict[str, Any]) -> None:
+    """Start child ``i`` (once: a retried task refuses), wait for it, measure the clock."""
+    child = spec["children"][i]
+    started = stage / f"task-{i}.json"
+    if attempt > 0 or started.exists():
+        first = _read(started) or {}
+        where = f" on {first.get('host')} (executor {first.get('executor')})" if first else ""
+        row["error"] = (f"its first attempt{where} ended without a result (its executor lost?), and Spark ran it "
+                        f"again (attempt {attempt}): {child['name']} is not started twice (a producer would "
+                        "produce its records twice)")
+        return
+    try:
+        import confluent_kafka  # noqa: F401 - what every child needs, checked before it starts
+
+        from .managed import ManagedProcess
+    except ImportError as exc:
+        row["error"] = (f"the executor on {row['host']} lacks {exc.name or exc}: ({exc}); ship the plugin's Python "
+                        "environment with the application (spark.archives, docs/running.md)")
+        return
+    clock = _fake_clock(child["name"])
+    row["offset_ms"], row["uncertainty_ms"] = measure_clock(tuple(spec["clock"]), clock)
+    argv = [sys.executable, *child["argv"][1:]]  # the executor's Python, not the driver's path
+    proc = ManagedProcess(child["name"], argv, child["log"]).start()
+    row["pid"] = proc.pid or -1
+    _write(started, {**{k: row[k] for k in ("host", "executor", "pid", "started", "offset_ms", "uncertainty_ms")},
+                     "copy": spec.get("copy", "")})  # its copy of the run directory, with a run store
+    row["rc"] = _follow(proc, stage, i)
+    if row["rc"] != 0:
+        row["error"] = proc.describe_exit()
+    end_offset, end_uncertainty = measure_clock(tuple(spec["clock"]), clock)
+    if abs(end_offset) > abs(row["offset_ms"]):
+        row["offset_ms"], row["uncertainty_ms"] = end_offset, end_uncertainty
 
 
 def _follow(proc: Any, stage: Path, i: int) -> int:
@@ -325,8 +370,14 @@ class TaskStage:
     """One batch of children as one barrier stage (see the module docstring)."""
 
     def __init__(self, spark: Any, directory: Path, children: Sequence[tuple[str, Sequence[str], Path]],
-                 clock: ClockServer, *, startup_timeout: float = 120.0) -> None:
+                 clock: ClockServer, *, startup_timeout: float = 120.0, mirror: Any = None,
+                 held: Sequence[str] = ()) -> None:
         self.spark = spark
+        #: the driver's DirMirror of the run directory (processes/store.py), None: no run store
+        self.mirror = mirror
+        #: the children of this engine's other stages still running: each holds a task slot
+        self.held = list(held)
+        self.handles: list[SparkTask] = []
         self.dir = directory
         self.children = [(name, list(argv), Path(log)) for name, argv, log in children]
         self.clock = clock
@@ -339,20 +390,26 @@ class TaskStage:
     def start(self) -> list[SparkTask]:
         n = len(self.children)
         slots = _slots(self.spark)
-        if n > slots:
+        if n > slots - len(self.held):
+            held = (f" ({len(self.held)} of them held by {', '.join(self.held)}, still running)" if self.held else "")
             raise EngineError(
                 f"the spark engine runs {', '.join(name for name, _, _ in self.children)} as one barrier stage of {n} "
-                f"tasks, and the Spark application has {slots} task slots: give it more executors or cores "
+                f"tasks, and the Spark application has {slots} task slots{held}: give it more executors or cores "
                 "(--kafka-mirror-spark-master local[N] or a cluster), or fewer processes")
         self.dir.mkdir(parents=True, exist_ok=True)
         spec = {"dir": str(self.dir), "clock": list(self.clock.address),
                 "children": [{"name": name, "argv": argv, "log": str(log)} for name, argv, log in self.children]}
+        if self.mirror is not None:
+            spec["store"] = {"root": str(self.mirror.local), "uri": self.mirror.uri}
         _write(self.dir / "spec.json", spec)
+        if self.mirror is not None:
+            self.mirror.flush()  # the tasks start from the run as it is now (the producers' spec, ...)
         df = self.spark.range(0, n, numPartitions=n).mapInArrow(_stage_function(spec), _SCHEMA, barrier=True)
         self._thread = threading.Thread(target=self._collect, args=(df,), name=f"kafka-mirror-{self.dir.name}",
                                         daemon=True)
         self._thread.start()
         handles = [SparkTask(self, i, name, log) for i, (name, _, log) in enumerate(self.children)]
+        self.handles = handles
         self._await_started(handles)
         return handles
 
@@ -417,13 +474,18 @@ class SparkEngine:
                               "e.g. local[4] or spark://HOST:PORT), not a Spark Connect server")
         return spark
 
-    def launcher(self, directory: Path) -> Callable[[Sequence[tuple[str, Sequence[str], Path]]], list[Any]]:
+    def launcher(self, directory: Path, *, mirror: Any = None
+                 ) -> Callable[[Sequence[tuple[str, Sequence[str], Path]]], list[Any]]:
+        """What starts a batch of children of the run in ``directory`` (``mirror``: its
+        DirMirror when the run is kept in a run store)."""
         def launch(children: Sequence[tuple[str, Sequence[str], Path]]) -> list[Any]:
             spark = self._spark()
             if self._clock is None:
                 host = str(spark.sparkContext.getConf().get("spark.driver.host", "127.0.0.1"))
                 self._clock = ClockServer(host)
-            stage = TaskStage(spark, directory / f"tasks-{len(self.stages)}", children, self._clock)
+            held = [h.name for stage in self.stages for h in stage.handles if h.running]
+            stage = TaskStage(spark, directory / f"tasks-{len(self.stages)}", children, self._clock, mirror=mirror,
+                              held=held)
             self.stages.append(stage)
             return stage.start()
         return launch

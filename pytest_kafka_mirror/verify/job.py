@@ -77,6 +77,7 @@ from pytest_kafka_mirror.rundir import (
 from pytest_kafka_mirror.verify._capacity import flow_query
 from pytest_kafka_mirror.verify._sql import Queries
 from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
+from pytest_kafka_mirror.verify.segments import capture_segments
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ def _read_capture(spark: SparkSession, capture_dir: Path) -> DataFrame:
     schema = ", ".join(f"`{name}` {_SPARK_TYPES[t]}" for name, t in CAPTURE_SCHEMA_FIELDS)
     # List files ourselves: a directory read would also pick up half-written temp files,
     # and fails outright on an empty directory.
-    files = sorted(str(p) for p in capture_dir.rglob("*.parquet")) if capture_dir.is_dir() else []
+    files = [segment.spark_path for segment in capture_segments(capture_dir)]  # here, or in the run store
     if not files:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*files)
@@ -276,8 +277,7 @@ _PLAIN_CACHE_BYTES = 32 << 20
 
 
 def _capture_bytes(run: Path) -> int:
-    capture = run / CAPTURE_DIR
-    return sum(p.stat().st_size for p in capture.rglob("*.parquet")) if capture.is_dir() else 0
+    return sum(segment.size for segment in capture_segments(run / CAPTURE_DIR))
 
 
 @contextmanager

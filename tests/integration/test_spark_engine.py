@@ -94,6 +94,45 @@ def test_steady_state_on_a_standalone_cluster_runs_producers_and_captures_on_its
     assert processes_tagged(tagged_env) == []
 
 
+def test_steady_state_with_the_run_directory_in_an_s3_bucket_read_through_s3a(
+        pytester: pytest.Pytester, tagged_env: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The same scenario on the standalone cluster with ``--kafka-mirror-run-store s3a://…``
+    (moto's server on loopback, hadoop-aws from Maven Central): every task works in a copy of
+    its own kept in step with the bucket, the capture segments are only in the bucket (Spark
+    reads them through s3a), and every count matches the local engine's."""
+    from tests.s3_store import MotoS3
+
+    local = _run(pytester)
+    local.assert_outcomes(passed=2)
+    local_counts = {name: _counts(r) for name, r in _reports(pytester.path).items()}
+    for path in (pytester.path / ".kafka-mirror" / "reports").glob("*.json"):
+        path.unlink()
+    with MotoS3(tmp_path_factory.mktemp("s3")) as s3, \
+            StandaloneSpark(tmp_path_factory.mktemp("spark"), workers=2, cores=2) as cluster:
+        conf = tmp_path_factory.mktemp("spark-conf")
+        (conf / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 4\nspark.default.parallelism 4\n"
+                                                  "spark.executor.memory 512m\n" + s3.spark_conf())
+        result = _run(pytester, "--kafka-mirror-engine=spark", f"--kafka-mirror-spark-master={cluster.master_url}",
+                      f"--kafka-mirror-run-store=s3a://{s3.bucket}/runs",
+                      env={**spark_env(), **s3.env(), "SPARK_CONF_DIR": str(conf)})
+        keys = s3.objects("runs/")
+    out = result.stdout.str()
+    result.assert_outcomes(passed=2)
+    reports = _reports(pytester.path)
+    assert {name: _counts(r) for name, r in reports.items()} == local_counts, out[-3000:]
+    for report in reports.values():
+        run_dir = Path(report["run_dir"])
+        uri = json.loads((run_dir / "store.json").read_text())["uri"]
+        prefix = uri[len(f"s3a://{s3.bucket}/"):]
+        assert not list(run_dir.rglob("*.parquet")), "the segments are read in the bucket, not copied here"
+        assert any(k.startswith(f"{prefix}/capture/part-") and k.endswith(".parquet") for k in keys), keys
+        assert any(k.startswith(f"{prefix}/manifest-") for k in keys) and f"{prefix}/report.json" in keys, keys
+        for task in report["engine"]["tasks"]:
+            assert task["rc"] == 0 and task["executor"] not in ("", "driver"), task
+            assert task["copy"] and not task["copy"].startswith(str(run_dir)), task  # a copy of its own
+    assert processes_tagged(tagged_env) == []
+
+
 CLOCK_TEST = '''
 def test_clock(mirror_topics, mirror_producer, mirror_verifier):
     run = mirror_producer(mirror_topics(1, partitions=2), rate=200, duration=2)
@@ -189,4 +228,25 @@ def test_a_worker_killed_mid_run_fails_it_naming_the_task_and_the_host(
                      rf"writing capture-status.json: the Spark task of capture) on \S+ \(executor {executor}\) failed: "
                      r".*(ExecutorLostFailure|failed barrier ResultStage)", out), out[-5000:]
     assert took < 120, f"the run went on for {took:.0f} s after its producer's worker died"
+    assert processes_tagged(tagged_env) == []
+
+
+def test_an_executor_without_confluent_kafka_fails_the_run_in_one_line_naming_its_host(
+        pytester: pytest.Pytester, tagged_env: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The executors' Python workers import a ``confluent_kafka`` that fails (put first on their
+    path by ``spark.executorEnv.PYTHONPATH``, as an executor without the package would): the
+    first task says which host lacks what and how to ship the environment."""
+    shadow = tmp_path_factory.mktemp("shadow")
+    (shadow / "confluent_kafka.py").write_text(
+        'raise ImportError("No module named confluent_kafka (this executor)", name="confluent_kafka")\n')
+    conf = tmp_path_factory.mktemp("spark-conf")
+    (conf / "spark-defaults.conf").write_text(f"spark.executorEnv.PYTHONPATH {shadow}\n")
+    pytester.makepyfile(test_deps=CLOCK_TEST)
+    result = _run(pytester, "test_deps.py", "--kafka-mirror-engine=spark", "--kafka-mirror-spark-master=local[3]",
+                  env={"SPARK_CONF_DIR": str(conf)})
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert re.search(r"capture on \S+ did not start: the executor on \S+ lacks confluent_kafka: \(No module named "
+                     r"confluent_kafka \(this executor\)\); ship the plugin's Python environment with the application "
+                     r"\(spark.archives, docs/running.md\)", out), out[-3000:]
     assert processes_tagged(tagged_env) == []

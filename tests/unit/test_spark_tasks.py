@@ -69,6 +69,9 @@ def test_a_batch_needs_as_many_task_slots_as_it_has_children(tmp_path: Path, clo
                                           r"tasks, and the Spark application has 2 task slots"):
         TaskStage(spark, tmp_path / "tasks-0", children, clock).start()
     assert not (tmp_path / "tasks-0").exists()  # nothing started
+    # the slots the run's capture tasks hold are not free: two producers do not fit beside them
+    with pytest.raises(EngineError, match=r"has 2 task slots \(1 of them held by capture, still running\)"):
+        TaskStage(spark, tmp_path / "tasks-1", children[:2], clock, held=["capture"]).start()
 
 
 def _spark_run(offset_ms: float, uncertainty_ms: float = 0.2):

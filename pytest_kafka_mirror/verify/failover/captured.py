@@ -87,7 +87,9 @@ def _load_capture(run_dir: Path, topics: Iterable[str]) -> tuple[dict[tuple[str,
 
     wanted = set(topics)
     parts: dict[tuple[str, int], _Partition] = {}
-    files = sorted((run_dir / CAPTURE_DIR).glob("part-*.parquet"))
+    from ..segments import capture_segments, read_segment
+
+    files = capture_segments(run_dir / CAPTURE_DIR, "part-")  # here, or in the run store
     status_path = run_dir / CAPTURE_STATUS
     status = json.loads(status_path.read_text()) if status_path.exists() else {}
     for key, end in status.get("warmup_ends", {}).items():  # warm-up records are not rows, but in the log
@@ -96,11 +98,9 @@ def _load_capture(run_dir: Path, topics: Iterable[str]) -> tuple[dict[tuple[str,
             parts[(topic, int(p))] = _Partition(end=int(end))
     if not files:
         return parts, status
-    import pyarrow.parquet as pq
-
     rows: dict[tuple[str, int], list[tuple[int, str | None, int | None, int | None]]] = {}
     for f in files:
-        t = pq.read_table(f, columns=["topic", "partition", "offset", "producer_id", "lane", "seq"])
+        t = read_segment(f, ["topic", "partition", "offset", "producer_id", "lane", "seq"])
         for topic, part, off, pid, lane, seq in zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True):
             if topic in wanted:
                 rows.setdefault((topic, part), []).append((off, pid, lane, seq))
