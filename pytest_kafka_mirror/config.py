@@ -240,6 +240,9 @@ def _replicator_spec_under(text: str, base: Path) -> str:
     arg = arg.strip()
     if kind in ("mm2", "mm1") and arg and not arg[:1].isdigit() and not arg.startswith("container:"):
         return f"{kind}:{_under(arg, base)}"
+    if kind == "mm2-connect" and arg and not arg[:1].isdigit():
+        home, sep, options = arg.partition(",")
+        return f"{kind}:{_under(home, base)}{sep}{options}"
     return text
 
 

@@ -174,6 +174,22 @@ class MirrorEnv:
         new.start()
         return new
 
+    def roll_replicator(self, release: str) -> list[float]:
+        """A rolling upgrade of a Connect cluster (``mm2-connect:``) onto ``release``
+        (``"previous"`` or ``"current"``): its workers replaced one at a time, the others
+        copying meanwhile (``MirrorMaker2Connect.roll_onto``).  Returns each step's seconds."""
+        from .replicators import ReplicatorError
+
+        old = self.replicator
+        if self._replacement is None or release not in self.releases or not hasattr(old, "roll_onto"):
+            raise ReplicatorError(f"roll_replicator({release!r}): a private environment's Connect cluster "
+                                  f"(mm2-connect:) rolls, between {sorted(self.releases) or 'no releases'}; not {old.spec}")
+        new = self._replacement(self.releases[release], ())
+        took: list[float] = old.roll_onto(new)  # type: ignore[attr-defined]
+        self.own_replicator(new)
+        self.replicator = new
+        return took
+
     @property
     def clusters(self) -> dict[str, Cluster]:
         """Every cluster by role: ``source``, ``target``, then the added ones."""

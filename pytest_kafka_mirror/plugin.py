@@ -159,8 +159,8 @@ def _install_releases(settings: Settings) -> None:
     wanted = [(role, kafka_spec_parts(spec)[0], "broker")
               for role, spec in (("source", settings.source), ("target", settings.target)) if spec.kind == "kafka"]
     for role, rep in (("replicator", settings.replicator), ("upgrade_from", settings.upgrade_from)):
-        if rep is not None and rep.kind in ("mm2", "mm1") and rep.release_arg[:1].isdigit():
-            wanted.append((role, rep.release_arg, rep.kind))
+        if rep is not None and rep.kind in ("mm2", "mm2-connect", "mm1") and rep.release_arg[:1].isdigit():
+            wanted.append((role, rep.release_arg, "mm1" if rep.kind == "mm1" else "mm2"))
     for role, version, need in wanted:
         try:
             release(version, cache_dir(settings.kafka_cache or None), need=need,
@@ -633,8 +633,15 @@ def _revive(session: KafkaMirrorSession, rep: Replicator) -> None:
               f"broken ({problem}): {restart_error}")
     log.warning("kafka-mirror: restarting the shared replicator (%s): %s left it broken: %s", rep.spec, culprit, problem)
     try:
-        rep.stop()
-        rep.start()
+        recover = getattr(rep, "recover", None)
+        if recover is not None:
+            done = recover()  # a Connect cluster: its failed tasks restarted through REST
+        else:
+            rep.stop()
+            rep.start()
+            done = "stopped and started again"
+        session.closing_notes.append(f"the shared replicator ({rep.spec}), which {culprit} left broken, was brought "
+                                     f"back: {done}")
     except ReplicatorError as exc:
         session.broken_replicator = (culprit, problem, str(exc))
         _fail(f"kafka-mirror: the shared replicator ({rep.spec}) could not be restarted after {culprit} left it "

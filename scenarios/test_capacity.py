@@ -185,7 +185,7 @@ def test_capacity_ramp_to_the_knee(mirror_topics, mirror_producer, mirror_verifi
 def mm2_only(request, kafka_mirror_settings):
     """Skip, before the test's environment starts, unless the replicator is MirrorMaker 2."""
     spec = kafka_mirror_settings.replicator
-    if spec.kind != "mm2":
+    if spec.kind not in ("mm2", "mm2-connect"):
         pytest.skip(f"{request.node.name}: MirrorMaker 2's settings, not {spec}'s (the reference mirror has one "
                     "copy loop and no client settings of its own)")
 

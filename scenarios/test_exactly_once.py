@@ -40,7 +40,7 @@ EOS = {"target.exactly.once.source.support": "enabled"}
 def test_exactly_once_across_a_crash(mode, mirror_topics, mirror_producer, mirror_verifier, mirror_faults):
     rep = mirror_faults.replicator
     release = rep.release
-    if not rep.spec.startswith("mm2:") or release is None or (release.version or (0,)) < (3, 5):
+    if not rep.spec.startswith(("mm2:", "mm2-connect:")) or release is None or (release.version or (0,)) < (3, 5):
         pytest.skip(f"exactly-once source support: MirrorMaker 2 of Kafka 3.5 or later, not {rep.spec}")
     mirror_faults.require("target.transactions")
     topics = mirror_topics(2, partitions=3)

@@ -42,7 +42,7 @@ SWITCH_AT = 5  # seconds into the run
 P99_SLO_MS = 2000
 CATCH_UP_S = 12
 SYNC = {"sync.group.offsets.enabled": "true"}
-SWITCHABLE = ("reference", "mm2", "mm1")  # replicators the plugin starts from a release
+SWITCHABLE = ("reference", "mm2", "mm2-connect", "mm1")  # replicators the plugin starts from a release
 
 
 @pytest.fixture
@@ -98,3 +98,41 @@ def test_in_place_upgrade_mid_stream(direction, releases, mirror_env, mirror_top
     if mirror_env.replicator.checkpoints is not None:
         groups = mirror_failover(run)
         groups.assert_ok(as_syncs_allow=False)  # nothing skipped, no rewind, within the log, translated
+
+
+ROLL_AT = 4  # seconds into the run
+
+
+@pytest.mark.kafka_mirror(replicator_properties=SYNC, release="previous")
+def test_rolling_upgrade_worker_by_worker(releases, mirror_env, mirror_topics, mirror_producer, mirror_verifier):
+    """A Connect cluster (``mm2-connect:VERSION,workers=N``) upgraded as Strimzi rolls it:
+    worker by worker, each stopped (SIGTERM) and replaced by a worker of the new release on
+    the same group, internal topics and port, the others copying meanwhile.  Nothing lost,
+    every lane in order, duplicates within one commit interval; the roll's length and its
+    longest step are figures."""
+    previous, current = releases
+    old = mirror_env.replicator
+    workers = getattr(old, "workers", 0)
+    if not hasattr(old, "roll_onto") or workers < 2:
+        pytest.skip(f"a rolling upgrade replaces the workers of a Connect cluster one at a time: "
+                    f"mm2-connect:VERSION,workers=N with N >= 2, not {old.spec}")
+    topics = mirror_topics(TOPICS, partitions=3)
+    steps: list[float] = []
+
+    def roll() -> None:
+        steps.extend(mirror_env.roll_replicator("current"))
+
+    run = mirror_producer(topics, rate=RATE, duration=ROLL_AT + workers * (old.startup_seconds or 30.0) + CATCH_UP_S,
+                          faults=[at(ROLL_AT, action(f"roll {old.spec} -> {current} worker by worker", roll,
+                                                     kind="outage"))])
+    [rolled] = [m for m in run.markers if m.label.startswith("roll ")]
+    assert rolled.error is None, f"the rolling upgrade failed: {rolled.error}"
+    bound = duplicates_bound(old, rate=RATE, topics=TOPICS)
+    run.record_figure("rolling_upgrade_s", rolled.took,
+                      f"{workers} workers of {old.spec} replaced one at a time by {mirror_env.replicator.spec}'s")
+    run.record_figure("rolling_upgrade_step_max_s", max(steps),
+                      "the longest step: a worker stopped -> its successor running every task")
+    report = mirror_verifier(run)
+    report.assert_ok(allow_duplicates=True)
+    across = f"across the rolling upgrade {old.spec} -> {mirror_env.replicator.spec}"
+    assert report.duplicated <= bound.records, f"{bound.exceeded(report.duplicated, across)}\n{report.summary()}"

@@ -72,11 +72,12 @@ def spec_label(spec: str) -> str:
     except ValueError:
         return _slug(spec)
     release = parsed.release_arg
-    if parsed.kind in ("mm2", "mm1") and release and not release[:1].isdigit() and not release.startswith("container:"):
+    if (parsed.kind in ("mm2", "mm2-connect", "mm1") and release and not release[:1].isdigit()
+            and not release.startswith("container:")):
         from ..clusters.kafka_dist import release_at
 
         try:
-            release = release_at(release, need=parsed.kind).version_text
+            release = release_at(release, need="mm1" if parsed.kind == "mm1" else "mm2").version_text
         except ValueError:
             release = Path(release).name
     label = _slug(f"{parsed.kind}:{release}" if release else parsed.kind)

@@ -57,6 +57,7 @@ __all__ = [
 ACCEPTED = (
     "reference | mm2:VERSION (e.g. mm2:4.3.1, resolved from Maven Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | "
     "mm2:VERSION|KAFKA_HOME|container:IMAGE,properties=FILE (your mm2.properties as the base) | "
+    "mm2-connect:VERSION|KAFKA_HOME[,workers=N] (MM2's connectors on a Kafka Connect cluster of N workers) | "
     "mm1:VERSION (the legacy MirrorMaker, Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
     "e.g. reference:drop=0.01,seed=7; behaviour like a real replicator: like=mm2, discovery_delay=S, "
@@ -83,7 +84,10 @@ class ReplicatorSpec:
     @property
     def release_arg(self) -> str:
         """An ``mm2:`` spec's release (``4.3.1``, a KAFKA_HOME, ``container:IMAGE``) without
-        its ``,properties=FILE``; the whole argument of other specs."""
+        its ``,properties=FILE``; an ``mm2-connect:`` one's without its ``,workers=N``; the
+        whole argument of other specs."""
+        if self.kind == "mm2-connect":
+            return self.arg.partition(",")[0]
         return split_properties_suffix(self.arg)[0] if self.kind == "mm2" else self.arg
 
     @property
@@ -120,6 +124,8 @@ def parse_replicator_spec(text: str) -> ReplicatorSpec:
         if kind.startswith("mm2" + PROPERTIES_SUFFIX):
             raise ValueError(f"give the release before {PROPERTIES_SUFFIX}: mm2:VERSION{PROPERTIES_SUFFIX}FILE or "
                              f"mm2:KAFKA_HOME{PROPERTIES_SUFFIX}FILE")
+        if kind == "mm2-connect":
+            return _mm2_connect_spec(arg)
         if kind == "mm1":
             if not arg:
                 raise ValueError("mm1 needs a release: mm1:VERSION (e.g. mm1:3.9.1) or mm1:KAFKA_HOME")
@@ -171,6 +177,35 @@ def _mm2_spec(arg: str) -> ReplicatorSpec:
     except ValueError as exc:
         raise _FileError(str(exc)) from None
     return ReplicatorSpec("mm2", f"{release}{PROPERTIES_SUFFIX}{user.path}")
+
+
+def _mm2_connect_spec(arg: str) -> ReplicatorSpec:
+    """``mm2-connect:VERSION|KAFKA_HOME[,workers=N]``, normalised (a resolved KAFKA_HOME)."""
+    release, _, options = arg.partition(",")
+    if not release.strip():
+        raise ValueError("mm2-connect needs a release: mm2-connect:VERSION (e.g. mm2-connect:4.3.1) or "
+                         "mm2-connect:KAFKA_HOME")
+    if release.strip().startswith("container:"):
+        raise ValueError("mm2-connect runs a release's Connect workers (mm2-connect:VERSION or KAFKA_HOME), not an image")
+    workers = connect_workers(options)
+    normalised = _release_arg(release, "mm2")
+    return ReplicatorSpec("mm2-connect", normalised + (f",workers={workers}" if options else ""))
+
+
+def connect_workers(options: str) -> int:
+    """N of ``workers=N`` (1 when not given); ValueError naming the option otherwise."""
+    workers = 1
+    for item in filter(None, (o.strip() for o in options.split(","))):
+        key, eq, value = item.partition("=")
+        if key.strip() != "workers" or not eq:
+            raise ValueError(f"unknown mm2-connect option {item!r} (accepted: workers=N)")
+        try:
+            workers = int(value)
+        except ValueError:
+            raise ValueError(f"workers={value!r}: give a whole number of Connect workers, e.g. workers=3") from None
+        if not 1 <= workers <= 9:
+            raise ValueError(f"workers={workers}: between 1 and 9 Connect workers (each a JVM on this machine)")
+    return workers
 
 
 def _release_arg(arg: str, component: str) -> str:
@@ -291,6 +326,19 @@ def _mm2(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, o
     )
 
 
+def _mm2_connect(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str,
+                 opts: ReplicatorOptions) -> Replicator:
+    from .mm2 import KAFKA_MESSAGE_MAX_BYTES, STARTUP_TIMEOUT
+    from .mm2_connect import MirrorMaker2Connect
+
+    return MirrorMaker2Connect(
+        source, target, workdir, workers=connect_workers(spec.arg.partition(",")[2]), topic_prefix=opts.topic_prefix,
+        release=_release(spec, opts, "mm2"), overrides=opts.properties, naming=opts.naming,
+        startup_timeout=_startup(opts, STARTUP_TIMEOUT), max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
+        instance=opts.instance, aliases=opts.aliases, topics=opts.topics, origins=dict(opts.origins),
+    )
+
+
 def _mm1(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: str, opts: ReplicatorOptions) -> Replicator:
     from .mm1 import LegacyMirrorMaker
     from .mm2 import KAFKA_MESSAGE_MAX_BYTES
@@ -329,6 +377,7 @@ def _external(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir: s
 BACKENDS: dict[str, Callable[[ReplicatorSpec, Cluster, Cluster, str, ReplicatorOptions], Replicator]] = {
     "reference": _reference,
     "mm2": _mm2,
+    "mm2-connect": _mm2_connect,
     "mm1": _mm1,
     "command": _command,
     "external": _external,

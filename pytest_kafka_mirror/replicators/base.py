@@ -262,6 +262,14 @@ class ReplicatorBase:
         self.stop()
         self.start()
 
+    def recover(self) -> str:
+        """Bring a broken replicator back (after a test broke it): stop, then start again;
+        a Connect cluster restarts its failed tasks instead (``mm2_connect``).  Returns
+        what it did."""
+        self.stop()
+        self.start()
+        return "stopped and started again"
+
     def status(self) -> str:
         return ""
 

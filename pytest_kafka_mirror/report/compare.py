@@ -178,6 +178,10 @@ FIGURES: dict[str, Figure] = {
                   "copied again"),
         _scenario("upgrade_duplicates_bound", "records", "copies the switch may repeat: what was produced "
                   "in one offset-commit interval", gateable=False),
+        _scenario("rolling_upgrade_s", "s", "rolling upgrade of a Connect cluster: its first worker stopped -> "
+                  "the last new worker running every task"),
+        _scenario("rolling_upgrade_step_max_s", "s", "rolling upgrade: the longest step, a worker stopped -> its "
+                  "successor running every task"),
         _scenario("partition_growth_s", "s", "source topic grew -> the remote topic grew and a record of every "
                   "new partition was copied"),
         _scenario("config_sync_s", "s", "topic config set on the source -> seen on the remote topic"),
@@ -242,7 +246,8 @@ DEFAULT_SHOWN = {
 
 
 #: The figures a scenario measures itself (``MirrorRun.record_figure``), not the verifier.
-SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "partition_growth_s", "config_sync_s",
+SCENARIO_FIGURES = ("upgrade_resume_s", "upgrade_duplicates_bound", "rolling_upgrade_s", "rolling_upgrade_step_max_s",
+                    "partition_growth_s", "config_sync_s",
                     "config_default_s", "config_reset_s", "group_sync_s", "offset_syncs_per_1000", "compacted_before_copy",
                     "multi_node_resume_s", "multi_node_duplicates_bound", "sigkill_duplicates_bound",
                     "long_link_defaults_copy_rate", "tasks_max_1_copy_rate")
