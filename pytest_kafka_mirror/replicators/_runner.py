@@ -68,20 +68,7 @@ class RunnerReplicator(ReplicatorBase):
         self.runner = runner
         self.starts += 1
         try:
-            wait_replicating(
-                self.source.bootstrap_servers,
-                self.target.bootstrap_servers,
-                self.probe_topic,
-                self.target_topic(self.probe_topic),
-                timeout=self.startup_timeout,
-                what=self.label,
-                alive=lambda: bool(runner.running),
-                describe_exit=runner.describe_exit,
-                logs=lambda: str(runner.log_tail(40)),
-                status=self.status,
-                create=False,
-                replicator=self,
-            )
+            self._await_copying(runner)
             # the start-up a restart repeats (scenarios size their runs by it): without the burst
             self.startup_seconds = time.monotonic() - t0
             if self.starts == 1 and self.warm_up_records:
@@ -90,6 +77,24 @@ class RunnerReplicator(ReplicatorBase):
         except BaseException:
             runner.kill()
             raise
+
+    def _await_copying(self, runner: Any) -> None:
+        """Until ``runner`` copies the probe record (a start, a recovery); its exit, its log
+        and :meth:`status` quoted when it does not in time."""
+        wait_replicating(
+            self.source.bootstrap_servers,
+            self.target.bootstrap_servers,
+            self.probe_topic,
+            self.target_topic(self.probe_topic),
+            timeout=self.startup_timeout,
+            what=self.label,
+            alive=lambda: bool(runner.running),
+            describe_exit=runner.describe_exit,
+            logs=lambda: str(runner.log_tail(40)),
+            status=self.status,
+            create=False,
+            replicator=self,
+        )
 
     def status(self) -> str:
         """What the replicator says about itself (MirrorMaker 2: its connectors and tasks);

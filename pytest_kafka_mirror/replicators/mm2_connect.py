@@ -293,8 +293,6 @@ class MirrorMaker2Connect(MirrorMaker2):
         workers that exited started again, the FAILED connectors and tasks restarted through
         the REST API (KIP-745), not the whole cluster; proven by a probe record copied.  A
         cluster with no worker left starts anew.  Returns what it did."""
-        from ._probe import wait_replicating
-
         group = self.runner
         if group is None or not group.running:
             self.stop()
@@ -310,10 +308,7 @@ class MirrorMaker2Connect(MirrorMaker2):
         if restarted:
             done.append(f"the failed tasks of {restarted} restarted through the REST API "
                         "(POST /connectors/NAME/restart?includeTasks=true&onlyFailed=true)")
-        wait_replicating(self.source.bootstrap_servers, self.target.bootstrap_servers, self.probe_topic,
-                         self.target_topic(self.probe_topic), timeout=self.startup_timeout, what=self.label,
-                         alive=lambda: bool(group.running), describe_exit=group.describe_exit,
-                         logs=lambda: str(group.log_tail(40)), status=self.status, create=False, replicator=self)
+        self._await_copying(group)
         return "; ".join(done) or "nothing was broken any more"
 
     def _await_rest(self, group: WorkerGroup) -> None:
