@@ -144,9 +144,10 @@ def _run_task(spec: dict[str, Any], i: int, attempt: int, executor: str = "") ->
         row["error"] = row["error"] or f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=4)}"
     finally:
         row["ended"] = time.time()
-        _write(stage / f"done-{i}.json", row)
-        if mirror is not None:
-            _close_copy(mirror, row)
+        if mirror is None:
+            _write(stage / f"done-{i}.json", row)
+        else:
+            _close_copy(mirror, row, stage / f"done-{i}.json")
     return row
 
 
@@ -170,14 +171,21 @@ def _task_copy(spec: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
     return mirror, {**spec, "dir": here(spec["dir"]), "children": children, "copy": local}
 
 
-def _close_copy(mirror: Any, row: dict[str, Any]) -> None:
-    """The last push of the task's files (its child's last writes, ``done-I.json``), then its copy removed."""
+def _close_copy(mirror: Any, row: dict[str, Any], done: Path) -> None:
+    """The last push of the child's files, then ``done`` (``done-I.json``) pushed after them
+    (whoever sees it in the store finds every file the child wrote there), then the copy removed."""
     import shutil
 
     try:
-        mirror.close()
-    except Exception as exc:  # noqa: BLE001 - the result row says it
-        row["error"] = (row["error"] + "; " if row["error"] else "") + str(exc)
+        try:
+            mirror.close()
+        except Exception as exc:  # noqa: BLE001 - the result row says it
+            row["error"] = (row["error"] + "; " if row["error"] else "") + str(exc)
+        _write(done, row)
+        try:
+            mirror.flush()
+        except Exception as exc:  # noqa: BLE001 - the Spark row says it
+            row["error"] = (row["error"] + "; " if row["error"] else "") + str(exc)
     finally:
         shutil.rmtree(mirror.local, ignore_errors=True)
 
@@ -283,9 +291,16 @@ class SparkTask:
 
     def __init__(self, stage: TaskStage, i: int, name: str, log_path: Path) -> None:
         self.stage, self.i, self.name, self.log_path = stage, i, name, log_path
+        self._pulled = False
 
     def _done(self) -> dict[str, Any] | None:
-        return _read(self.stage.dir / f"done-{self.i}.json")
+        done = _read(self.stage.dir / f"done-{self.i}.json")
+        if done is not None and self.stage.mirror is not None and not self._pulled:
+            # with a run store, done-I.json reached the store after every file the child
+            # wrote: one more round brings those here before anyone reads them
+            self.stage.mirror.flush()
+            self._pulled = True
+        return done
 
     def info(self) -> dict[str, Any]:
         """Where it ran: host, executor, pid, clock offset (ms) and its uncertainty."""

@@ -49,9 +49,39 @@ def test_a_task_runs_its_child_and_says_where_and_how_it_ended(tmp_path: Path, c
     assert started["pid"] == row["pid"] and started["host"] == row["host"]
     assert json.loads((tmp_path / "done-0.json").read_text())["rc"] == 3
     assert "hello" in (tmp_path / "producer.log").read_text()
-    handle = SparkTask(SimpleNamespace(dir=tmp_path, error=None), 0, "producer p1", tmp_path / "producer.log")
+    handle = SparkTask(SimpleNamespace(dir=tmp_path, error=None, mirror=None), 0, "producer p1", tmp_path / "producer.log")
     assert (handle.running, handle.returncode) == (False, 3)
     assert handle.describe_exit().startswith(f"producer p1 on {row['host']} (executor 7) exited with code 3")
+
+
+def test_with_a_run_store_done_reaches_the_store_after_every_file_the_child_wrote(
+        tmp_path: Path, clock: ClockServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The driver takes done-I.json as the sign that the child's files are in the store (its
+    capture-status.json, its manifests): the task pushes it after them, whatever the order
+    of the directory's listing, and the driver's handle pulls once more when it sees it."""
+    from pytest_kafka_mirror.processes.store import DirMirror
+
+    pushed: list[str] = []
+    put = DirMirror._put
+    monkeypatch.setattr(DirMirror, "_put", lambda self, rel, data: (pushed.append(rel), put(self, rel, data)))
+    driver, store = tmp_path / "driver", tmp_path / "store"
+    stage = driver / "tasks-0"
+    stage.mkdir(parents=True)
+    write = ("import pathlib, sys; d = pathlib.Path(sys.argv[1]); (d / 'zz').mkdir(); "
+             "(d / 'zz' / 'manifest.json').write_text('{}'); (d / 'capture-status.json').write_text('{}')")
+    spec = {**_spec(stage, clock, [sys.executable, "-c", write, str(driver)]),
+            "store": {"root": str(driver), "uri": store.as_uri()}}
+    spec["children"][0]["log"] = str(stage / "producer.log")
+    row = _run_task(spec, 0, attempt=0)
+    assert row["rc"] == 0, row["error"]
+    assert pushed[-1] == "tasks-0/done-0.json"
+    assert {"capture-status.json", "zz/manifest.json"} <= set(pushed[:-1])
+    mirror = DirMirror(driver, store.as_uri())
+    handle = SparkTask(SimpleNamespace(dir=stage, error=None, mirror=mirror), 0, "producer p1", stage / "producer.log")
+    assert handle.running
+    (stage / "done-0.json").write_text((store / "tasks-0" / "done-0.json").read_text())  # as a round pulls it
+    assert not handle.running
+    assert (driver / "capture-status.json").exists() and (driver / "zz" / "manifest.json").exists()
 
 
 def test_a_task_spark_runs_again_refuses_and_names_where_the_first_ran(tmp_path: Path, clock: ClockServer) -> None:
