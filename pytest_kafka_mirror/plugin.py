@@ -213,7 +213,7 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
             shown = ", ".join(f"{k}={v}" for k, v in masked(props).items())
             lines.append(f"kafka-mirror: {role} client properties: {shown}")
-    if st.replicator.properties_file is not None:
+    if st.replicator.properties_file is not None or st.replicator.strimzi_file is not None:
         lines += [f"kafka-mirror: replicator {line}" for line in _user_properties_header(st)]
     reporting = config.pluginmanager.get_plugin("kafka-mirror-reporting")
     if isinstance(reporting, ResultsPlugin) and reporting.header():
@@ -234,9 +234,11 @@ def _user_properties_header(st: Settings) -> list[str]:
             return False
 
     try:
-        return preview_user_properties(str(st.replicator.properties_file), topics=topics_regex(st.topic_prefix),
-                                       source_is_tansu=tansu(st.source), target_is_tansu=tansu(st.target),
-                                       source_client=st.source_client, target_client=st.target_client)
+        strimzi = st.replicator.strimzi_file
+        return preview_user_properties(str(strimzi or st.replicator.properties_file),
+                                       topics=topics_regex(st.topic_prefix), source_is_tansu=tansu(st.source),
+                                       target_is_tansu=tansu(st.target), source_client=st.source_client,
+                                       target_client=st.target_client, strimzi=strimzi is not None)
     except Exception as exc:  # the file changed since the settings were read: the replicator's start says it again
         return [str(exc)]
 

@@ -57,12 +57,17 @@ __all__ = [
 ACCEPTED = (
     "reference | mm2:VERSION (e.g. mm2:4.3.1, resolved from Maven Central) | mm2[:KAFKA_HOME] | mm2:container:IMAGE | "
     "mm2:VERSION|KAFKA_HOME|container:IMAGE,properties=FILE (your mm2.properties as the base) | "
-    "mm2-connect:VERSION|KAFKA_HOME[,workers=N] (MM2's connectors on a Kafka Connect cluster of N workers) | "
+    "mm2-connect:VERSION|KAFKA_HOME[,workers=N][,strimzi=FILE] (MM2's connectors on a Kafka Connect cluster of N "
+    "workers; FILE: your Strimzi KafkaMirrorMaker2 resource, run as written) | "
     "mm1:VERSION (the legacy MirrorMaker, Kafka <= 3.9) | command:TEMPLATE (placeholders {source} {target} "
     "{topics} {workdir}) | external:POLICY (identity | prefix:PREFIX) | reference:KNOBS (faults in every topic, "
     "e.g. reference:drop=0.01,seed=7; behaviour like a real replicator: like=mm2, discovery_delay=S, "
     "rebalance_pause=S, restart_delay=S, discovery_interval=S)"
 )
+
+
+#: the workers of a Strimzi resource that does not say (the operator's default ``spec.replicas``)
+STRIMZI_REPLICAS = 3
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,11 @@ class ReplicatorSpec:
         if self.kind == "mm2-connect":
             return self.arg.partition(",")[0]
         return split_properties_suffix(self.arg)[0] if self.kind == "mm2" else self.arg
+
+    @property
+    def strimzi_file(self) -> str | None:
+        """Your KafkaMirrorMaker2 resource of an ``mm2-connect:...,strimzi=FILE`` spec (an absolute path), else None."""
+        return connect_options(self.arg.partition(",")[2])[1] if self.kind == "mm2-connect" else None
 
     @property
     def properties_file(self) -> str | None:
@@ -180,32 +190,46 @@ def _mm2_spec(arg: str) -> ReplicatorSpec:
 
 
 def _mm2_connect_spec(arg: str) -> ReplicatorSpec:
-    """``mm2-connect:VERSION|KAFKA_HOME[,workers=N]``, normalised (a resolved KAFKA_HOME)."""
+    """``mm2-connect:VERSION|KAFKA_HOME[,workers=N][,strimzi=FILE]``, normalised (a resolved
+    KAFKA_HOME and FILE); the resource is read now, so that a bad one fails before anything starts."""
     release, _, options = arg.partition(",")
     if not release.strip():
         raise ValueError("mm2-connect needs a release: mm2-connect:VERSION (e.g. mm2-connect:4.3.1) or "
                          "mm2-connect:KAFKA_HOME")
     if release.strip().startswith("container:"):
         raise ValueError("mm2-connect runs a release's Connect workers (mm2-connect:VERSION or KAFKA_HOME), not an image")
-    workers = connect_workers(options)
-    normalised = _release_arg(release, "mm2")
-    return ReplicatorSpec("mm2-connect", normalised + (f",workers={workers}" if options else ""))
+    workers, strimzi = connect_options(options)
+    normalised = _release_arg(release, "mm2") + (f",workers={workers}" if workers is not None else "")
+    if strimzi is not None:
+        from .strimzi import read_strimzi
+
+        try:
+            normalised += f",strimzi={read_strimzi(strimzi).user.path}"
+        except ValueError as exc:
+            raise _FileError(str(exc)) from None
+    return ReplicatorSpec("mm2-connect", normalised)
 
 
-def connect_workers(options: str) -> int:
-    """N of ``workers=N`` (1 when not given); ValueError naming the option otherwise."""
-    workers = 1
-    for item in filter(None, (o.strip() for o in options.split(","))):
+def connect_options(options: str) -> tuple[int | None, str | None]:
+    """``(N, FILE)`` of ``workers=N`` and ``strimzi=FILE`` (the last option: a file name may
+    hold commas), each None when not given; ValueError naming the option otherwise."""
+    workers = None
+    head, sep, strimzi = options.partition("strimzi=")
+    if sep and head.strip() and not head.rstrip().endswith(","):
+        raise ValueError(f"unknown mm2-connect option {options!r} (accepted: workers=N, strimzi=FILE)")
+    if sep and not strimzi.strip():
+        raise ValueError("strimzi=: give the file of your KafkaMirrorMaker2 resource, e.g. strimzi=mm2.yaml")
+    for item in filter(None, (o.strip() for o in head.split(","))):
         key, eq, value = item.partition("=")
         if key.strip() != "workers" or not eq:
-            raise ValueError(f"unknown mm2-connect option {item!r} (accepted: workers=N)")
+            raise ValueError(f"unknown mm2-connect option {item!r} (accepted: workers=N, strimzi=FILE)")
         try:
             workers = int(value)
         except ValueError:
             raise ValueError(f"workers={value!r}: give a whole number of Connect workers, e.g. workers=3") from None
         if not 1 <= workers <= 9:
             raise ValueError(f"workers={workers}: between 1 and 9 Connect workers (each a JVM on this machine)")
-    return workers
+    return workers, (strimzi.strip() if sep else None)
 
 
 def _release_arg(arg: str, component: str) -> str:
@@ -331,8 +355,19 @@ def _mm2_connect(spec: ReplicatorSpec, source: Cluster, target: Cluster, workdir
     from .mm2 import KAFKA_MESSAGE_MAX_BYTES, STARTUP_TIMEOUT
     from .mm2_connect import MirrorMaker2Connect
 
+    workers, path = connect_options(spec.arg.partition(",")[2])
+    strimzi = None
+    if path is not None:
+        from .strimzi import read_strimzi
+
+        try:
+            strimzi = read_strimzi(path)  # read again: it may have changed since the parse
+        except ValueError as exc:
+            raise ReplicatorError(str(exc)) from None
+        # Strimzi's replicas (its default: 3) unless the spec says workers=N
+        workers = workers or strimzi.replicas or STRIMZI_REPLICAS
     return MirrorMaker2Connect(
-        source, target, workdir, workers=connect_workers(spec.arg.partition(",")[2]), topic_prefix=opts.topic_prefix,
+        source, target, workdir, workers=workers or 1, strimzi=strimzi, topic_prefix=opts.topic_prefix,
         release=_release(spec, opts, "mm2"), overrides=opts.properties, naming=opts.naming,
         startup_timeout=_startup(opts, STARTUP_TIMEOUT), max_record_bytes=opts.max_record_bytes or KAFKA_MESSAGE_MAX_BYTES,
         instance=opts.instance, aliases=opts.aliases, topics=opts.topics, origins=dict(opts.origins),

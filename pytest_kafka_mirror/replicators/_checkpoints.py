@@ -120,10 +120,13 @@ class CheckpointSettings:
 
     def with_properties(self, props: Mapping[str, str] | Iterable[tuple[str, str]],
                         flow: str = "source->target",
-                        origins: Mapping[str, str] | None = None) -> tuple[CheckpointSettings, list[str]]:
+                        origins: Mapping[str, str] | None = None,
+                        readers: Mapping[str, str] | None = None) -> tuple[CheckpointSettings, list[str]]:
         """These settings with MM2 properties applied (``KEY`` or ``FLOW.KEY``, the latter
         winning); returns them and the keys that are not about offsets or heartbeats.
         ``origins``: where each property (as written) came from, quoted in :attr:`written`.
+        ``readers``: MM2 on a Connect cluster, its connectors configured one by one: key ->
+        the connector that reads it; a ``CONNECTOR.KEY`` property of that connector wins.
 
         The offset flush is a Connect worker setting: MM2 reads it for the target's herder
         as ``<target alias>.offset.flush.interval.ms`` (a top-level one is ignored by MM2).
@@ -134,13 +137,15 @@ class CheckpointSettings:
         plain = {k.strip(): (k.strip(), v.strip()) for k, v in pairs if not k.strip().startswith(flow + ".")}
         scoped = {k.strip()[len(flow) + 1:]: (k.strip(), v.strip()) for k, v in pairs
                   if k.strip().startswith(flow + ".")}
+        own = {key: (k.strip(), v.strip()) for k, v in pairs for key, reader in (readers or {}).items()
+               if k.strip() == f"{reader}.{key}"}
         values: dict[str, Any] = {}
         written = dict(self.written)
         asked = dict(self.asked)
         names = self.names
         other: list[str] = []
         flush_key = f"{self.names.target_alias}.offset.flush.interval.ms"
-        for source in (plain, scoped):
+        for source in (plain, scoped, own):
             for key, (as_written, raw) in source.items():
                 attr, kind = self.PROPERTIES.get(key) or (("flush_interval", "ms") if key == flush_key else (None, ""))
                 if attr is not None:

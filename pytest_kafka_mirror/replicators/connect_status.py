@@ -169,7 +169,9 @@ _MM2_CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "Mirror
 
 
 def _connector_rank(connector: str) -> tuple[int, str]:
-    known = _MM2_CONNECTORS.index(connector) if connector in _MM2_CONNECTORS else len(_MM2_CONNECTORS)
+    """By MM2's order, whatever the prefix of the name (Strimzi's ``S->T.MirrorSourceConnector``)."""
+    cls = connector.rpartition(".")[2]
+    known = _MM2_CONNECTORS.index(cls) if cls in _MM2_CONNECTORS else len(_MM2_CONNECTORS)
     return known, connector
 
 

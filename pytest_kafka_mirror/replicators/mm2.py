@@ -57,7 +57,15 @@ from ._checkpoints import MM2_DEFAULTS
 from ._java_client import client_properties_of, java_client_properties, warn_untranslated
 from ._runner import RunnerReplicator
 from .base import NamingPolicy, ReplicatorError
-from .mm2_user import PROPERTIES_SUFFIX, Based, UserProperties, apply_user_properties, describe_based
+from .mm2_user import (
+    PROPERTIES_SUFFIX,
+    Based,
+    Change,
+    UserProperties,
+    apply_user_properties,
+    connector_scoped,
+    describe_based,
+)
 from .settings import EffectiveSettings
 
 if TYPE_CHECKING:
@@ -255,10 +263,28 @@ def render_mm2(
             if any(base.renamed(k, (a, b)) == f"{alias}.listeners" for _, k, _ in base.lines):
                 props[f"{alias}.listeners"] = f"http://127.0.0.1:{free_port()}"
                 required[f"{alias}.listeners"] = "a port of its own: several MM2s may run on this machine at once"
+        for _, written, _ in base.lines:
+            key = base.renamed(written, (a, b)) or ""
+            if connector_scoped(key) and key.endswith("replication.factor"):
+                # a connector's own replication factor (a Strimzi resource's): as the flow's
+                flow_key = f"{flow}.{key.split('.', 1)[1]}"
+                props[key] = props.get(flow_key, str(target_replication))
+                required[key] = required.get(flow_key, "a topic on the session's target cluster, with the "
+                                                       "replication factor it allows")
         based = apply_user_properties(base, props, required, (a, b))
     props = based.properties
+    given = dict(overrides)
     for key, value in overrides:
         props[key] = value
+        # an override is the test's or the user's word: over a connector's own key too
+        # (a Strimzi resource's MirrorCheckpointConnector.X), unless it names one itself
+        bare = key[len(flow) + 1:] if key.startswith(flow + ".") else key
+        for scoped in [k for k in props if connector_scoped(k) and k.split(".", 1)[1] == bare and k not in given]:
+            props[scoped] = value
+            based.overridden[scoped] = key
+            line, written, was = next(((n, w, v) for n, w, v in (base.lines if base else ())
+                                       if base.renamed(w, (a, b)) == scoped), (0, scoped, ""))  # type: ignore[union-attr]
+            based.changes.append(Change(line, written, was, scoped, "replaced", value, f"{key} given for this run"))
     if not offset_syncs(props, flow):
         # MM2's source connector refuses its config when offset syncs are off and any
         # offset-syncs.topic.* (or offset-syncs-*) key is set (KIP-1031): drop ours
@@ -355,18 +381,26 @@ def _template(a: str, b: str, *, source_bootstrap: str, target_bootstrap: str, t
 
 def preview_user_properties(path: str, *, topics: str, source_is_tansu: bool = False, target_is_tansu: bool = False,
                             source_client: Mapping[str, str] | None = None,
-                            target_client: Mapping[str, str] | None = None) -> list[str]:
-    """What the plugin will do to your mm2.properties, before any cluster exists (the
+                            target_client: Mapping[str, str] | None = None, strimzi: bool = False) -> list[str]:
+    """What the plugin will do to your mm2.properties (``strimzi``: your KafkaMirrorMaker2
+    resource, replicators/strimzi.py), before any cluster exists (the
     session header): :func:`~.mm2_user.describe_based` of a rendering with stand-in
     addresses, keys only; each MM2 logs its own with the values.  ValueError when the file
     cannot be read or mapped."""
     from .mm2_user import read_user_properties
 
-    base = read_user_properties(path)
+    notes: tuple[str, ...] = ()
+    if strimzi:
+        from .strimzi import read_strimzi
+
+        resource = read_strimzi(path)
+        base, notes = resource.user, resource.notes
+    else:
+        base = read_user_properties(path)
     based = render_mm2(source_bootstrap="SOURCE", target_bootstrap="TARGET", topics=topics, instance="ID",
                        source_is_tansu=source_is_tansu, target_is_tansu=target_is_tansu,
                        source_client=source_client, target_client=target_client, base=base)
-    return describe_based(based, base, values=False)
+    return describe_based(based, base, values=False) + list(notes)
 
 
 def offset_syncs(props: dict[str, str], flow: str) -> bool:
@@ -462,6 +496,12 @@ class MirrorMaker2(RunnerReplicator):
         self.home = release.home if release is not None else None
         self.image = image
         self.overrides = tuple(overrides)
+        scoped = [k for k, _ in self.overrides if connector_scoped(k)] + [
+            k for _, k, _ in (base.lines if base is not None else ()) if connector_scoped(k)]
+        if scoped and not self.connectors_apart:
+            raise ReplicatorError(f"{scoped[0]}: a setting of one connector, which MirrorMaker 2 on a Connect cluster "
+                                  "(mm2-connect:) has; dedicated MirrorMaker 2 gives its three connectors one config "
+                                  f"(set {scoped[0].split('.', 1)[1]} or source->target.{scoped[0].split('.', 1)[1]})")
         self.heap = heap
         #: the clusters' names in its properties: the reverse flow of an active-active pair
         #: swaps them, so that MM2's cycle detection knows the remote topics it must not copy back
@@ -496,6 +536,8 @@ class MirrorMaker2(RunnerReplicator):
         #: where the given properties came from (the others are rendered): failure messages quote it
         self.origins = {**rendered.origins,
                         **{k: v for k, v in (origins or {}).items() if k in dict(self.overrides)}}
+        for scoped, key in rendered.overridden.items():  # a connector's key an override replaced
+            self.origins[scoped] = (origins or {}).get(key, self.origins.get(key, ""))
         self.settings = EffectiveSettings(self.properties, origins=self.origins, aliases=aliases,
                                           rendered=RENDERED_WITH_BASE if base else "rendered by the plugin")
         #: where the copying herder (source -> target) writes its connector and task states
@@ -524,12 +566,16 @@ class MirrorMaker2(RunnerReplicator):
             self.spec = f"mm2:container:{image}"
             self.label = f"MirrorMaker 2 ({image})"
         if base is not None:
-            self.spec += PROPERTIES_SUFFIX + str(base.path)
-            self.label = f"{self.label[:-1]}, your mm2.properties {base.path})"
+            if base.kind == "mm2.properties":
+                self.spec += PROPERTIES_SUFFIX + str(base.path)
+            self.label = f"{self.label[:-1]}, your {base.kind} {base.path})"
             for line in describe_based(rendered, base):
                 log.info("%s: %s", self.label, line)
         self.config_dir = self.workdir / "mm2-config"
         self.properties_path = self.config_dir / "mm2.properties"
+
+    #: whether each connector has a config of its own (``MirrorSourceConnector.X`` keys): on a Connect cluster
+    connectors_apart = False
 
     def node(self, workdir: str | os.PathLike[str], *, heap: str | None = None) -> MirrorMaker2:
         """Another node of this MM2 cluster (KIP-710, Kafka's ``DedicatedMirrorIntegrationTest``):

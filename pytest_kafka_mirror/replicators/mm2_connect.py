@@ -56,9 +56,11 @@ from ..clusters.base import free_port
 from ..processes.managed import ManagedProcess, wait_until
 from .base import ReplicatorError
 from .mm2 import MirrorMaker2
+from .mm2_user import CONNECTORS, connector_scoped
 
 if TYPE_CHECKING:
     from ..clusters.base import Cluster
+    from .strimzi import StrimziResource
 
 __all__ = ["CONNECTORS", "MirrorMaker2Connect", "WorkerGroup", "connect_worker_properties", "connector_configs"]
 
@@ -66,10 +68,23 @@ log = logging.getLogger("pytest_kafka_mirror.mm2")
 
 WORKER_CLASS = "org.apache.kafka.connect.cli.ConnectDistributed"
 CONNECTOR_PACKAGE = "org.apache.kafka.connect.mirror."
-#: MM2's three connectors, by the names dedicated MM2 gives them (its source offsets are stored by name)
-CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+#: the connector that reads each setting of the failover checks (replicators/_checkpoints.py)
+READERS = {"emit.checkpoints.enabled": "MirrorCheckpointConnector",
+           "emit.checkpoints.interval.seconds": "MirrorCheckpointConnector",
+           "sync.group.offsets.enabled": "MirrorCheckpointConnector",
+           "sync.group.offsets.interval.seconds": "MirrorCheckpointConnector",
+           "groups": "MirrorCheckpointConnector", "groups.exclude": "MirrorCheckpointConnector",
+           "offset-syncs.topic.location": "MirrorCheckpointConnector",
+           "offset.lag.max": "MirrorSourceConnector", "emit.offset-syncs.enabled": "MirrorSourceConnector",
+           "emit.heartbeats.enabled": "MirrorHeartbeatConnector",
+           "emit.heartbeats.interval.seconds": "MirrorHeartbeatConnector"}
 BYTES = "org.apache.kafka.connect.converters.ByteArrayConverter"
 CONVERTERS = {"key.converter": BYTES, "value.converter": BYTES, "header.converter": BYTES}
+#: the workers' test tuning (``target.KEY`` in the replicator properties gives yours): a
+#: departed worker's connectors and tasks wait this long for it to come back before the group
+#: hands them to the others (KIP-415; Connect's default 5 min: a rolling upgrade of three
+#: workers would take a quarter of an hour, a stopped worker's tasks stand idle that long)
+WORKER_TEST_SETTINGS = {"scheduled.rebalance.max.delay.ms": "10000"}
 #: a worker's heap: Connect's tasks buffer less than a broker; N of them share the machine
 WORKER_HEAP = "-Xms128M -Xmx512M"
 #: the client settings MM2 copies into every client of a cluster (MirrorClientConfig's CLIENT_CONFIG_DEF)
@@ -113,12 +128,15 @@ def _flow_prefixed(key: str, aliases: tuple[str, str]) -> bool:
     return any(key.startswith(f"{x}->") or key.startswith(f"{x}.") for x in aliases)
 
 
-def connector_configs(props: Mapping[str, str], source: str, target: str) -> dict[str, dict[str, str]]:
-    """The three connectors' configs of the ``source -> target`` flow of mm2.properties
-    ``props`` (see the module docstring), by connector name."""
+def connector_configs(props: Mapping[str, str], source: str, target: str, *,
+                      connectors: Mapping[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """The connectors' configs of the ``source -> target`` flow of mm2.properties ``props``
+    (see the module docstring), by connector name; ``connectors``: class (simple name) ->
+    connector name of those to create (the three, by their class names, when None).  A
+    ``CLASS.X`` key (:func:`connector_scoped`) is that connector's ``X``, over the flow's."""
     aliases = _aliases(props)
     base = {k: v for k, v in props.items() if not _flow_prefixed(k, aliases) and k not in _MM2_ONLY
-            and not k.startswith(("offset.storage", "config.storage", "status.storage"))}
+            and not connector_scoped(k) and not k.startswith(("offset.storage", "config.storage", "status.storage"))}
     for alias, side in ((source, "source"), (target, "target")):
         for key, value in _cluster_props(props, alias).items():
             base[f"{side}.{key}" if key.startswith(_ROLES) else f"{side}.cluster.{key}"] = value
@@ -128,7 +146,11 @@ def connector_configs(props: Mapping[str, str], source: str, target: str) -> dic
     base.setdefault("enabled", "false")
     for key, value in CONVERTERS.items():
         base.setdefault(key, value)
-    return {name: {**base, "name": name, "connector.class": CONNECTOR_PACKAGE + name} for name in CONNECTORS}
+    out = {}
+    for cls, name in (connectors or {c: c for c in CONNECTORS}).items():
+        own = {k[len(cls) + 1:]: v for k, v in props.items() if connector_scoped(k) == cls}
+        out[name] = {**base, **own, "name": name, "connector.class": CONNECTOR_PACKAGE + cls}
+    return out
 
 
 def connect_worker_properties(props: Mapping[str, str], source: str, target: str, *, port: int) -> dict[str, str]:
@@ -232,22 +254,62 @@ class MirrorMaker2Connect(MirrorMaker2):
     :class:`~.mm2.MirrorMaker2`'s; the process, readiness of the REST API, the connectors'
     creation, status and health are its own."""
 
+    connectors_apart = True
+    #: what the failover checks cannot see from a Connect cluster, by its design
+    failover_leaves_out = {"heartbeats": "MM2 on a Connect cluster runs the source -> target connectors only: no "
+                                         "target -> source herder writes heartbeats on the source, so no replicated "
+                                         "source.heartbeats reaches the target (a heartbeat connector writes its "
+                                         "heartbeats on the target itself)"}
+
     def __init__(self, source: Cluster, target: Cluster, workdir: str | os.PathLike[str], *, workers: int = 1,
-                 **kwargs: Any) -> None:
+                 strimzi: StrimziResource | None = None, **kwargs: Any) -> None:
         if workers < 1:
             raise ReplicatorError(f"mm2-connect: workers={workers}: a Connect cluster needs one worker or more")
         kwargs.setdefault("heap", WORKER_HEAP)
+        if strimzi is not None:
+            kwargs["base"] = strimzi.user
+        #: the Strimzi resource it runs as written (``strimzi=FILE``), or None
+        self.strimzi = strimzi
         super().__init__(source, target, workdir, **kwargs)
         self.workers = workers
         assert self.release is not None  # mm2-connect runs a release (no container form)
         self.spec = self.spec.replace("mm2:", "mm2-connect:", 1) + (f",workers={workers}" if workers != 1 else "")
         self.label = self.label.replace("MirrorMaker 2 (", f"MirrorMaker 2 on Connect ({workers} worker"
                                         f"{'s' if workers != 1 else ''}, ", 1)
-        self.connectors = connector_configs(self.properties, self.source_alias, self.target_alias)
+        #: connector class (simple name) -> its name on the cluster
+        self.connector_names = {c: c for c in CONNECTORS}
+        if strimzi is not None:
+            self._as_written(strimzi)
+        self.connectors = connector_configs(self.properties, self.source_alias, self.target_alias,
+                                            connectors=self.connector_names)
         self.ports = [free_port() for _ in range(workers)]
         self.urls = [f"http://127.0.0.1:{p}" for p in self.ports]
         self.worker_starts = 0
         self._log_config: Path | None = None
+
+    def _as_written(self, strimzi: StrimziResource) -> None:
+        """The resource's connectors, by Strimzi's names, and what they do about consumer
+        groups (each read from the connector that reads it, :data:`READERS`)."""
+        from .strimzi import refuse_providers
+
+        self.spec += f",strimzi={strimzi.user.path}"
+        self.connector_names = strimzi.connector_names(self.source_alias, self.target_alias)
+        try:
+            refuse_providers(strimzi, lambda k: self.origins.get(strimzi.user.renamed(
+                k, (self.source_alias, self.target_alias)) or "") == strimzi.user.origin)
+        except ValueError as exc:
+            raise ReplicatorError(str(exc)) from None
+        origins = {k: self.origins.get(k, self.settings.rendered) for k in self.properties}
+        pairs = list(self.properties.items())
+        for cls, key in (("MirrorCheckpointConnector", "emit.checkpoints.enabled"),
+                         ("MirrorHeartbeatConnector", "emit.heartbeats.enabled")):
+            if cls not in self.connector_names:
+                pairs.append((f"{cls}.{key}", "false"))
+                origins[f"{cls}.{key}"] = f"{strimzi.user.origin} declares no {cls}"
+        self.checkpoints = self.checkpoints.with_properties(
+            pairs, f"{self.source_alias}->{self.target_alias}", origins=origins, readers=READERS)[0]
+        for line in strimzi.notes:
+            log.info("%s: %s", self.label, line)
 
     def node(self, workdir: str | os.PathLike[str], *, heap: str | None = None) -> MirrorMaker2:
         raise ReplicatorError(f"{self.label}: its nodes are Connect workers (workers=N in the spec), not dedicated "
@@ -255,6 +317,8 @@ class MirrorMaker2Connect(MirrorMaker2):
 
     def render_worker(self, i: int) -> Path:
         props = connect_worker_properties(self.properties, self.source_alias, self.target_alias, port=self.ports[i])
+        for key, value in WORKER_TEST_SETTINGS.items():
+            props.setdefault(key, value)  # target.KEY in the replicator properties sets it
         path = self.config_dir / f"worker-{i}.properties"
         self.config_dir.mkdir(parents=True, exist_ok=True)
         secret = any(is_secret(k) and v for k, v in props.items())
@@ -266,7 +330,8 @@ class MirrorMaker2Connect(MirrorMaker2):
         from .mm2 import QUIET_LOGGERS
 
         self.render()  # mm2.properties: what the connectors and workers are derived from, for the reader
-        self.connectors = connector_configs(self.properties, self.source_alias, self.target_alias)
+        self.connectors = connector_configs(self.properties, self.source_alias, self.target_alias,
+                                            connectors=self.connector_names)
         assert self.release is not None
         log_config = self.release.write_log_config(self.config_dir, QUIET_LOGGERS)
         self._log_config = log_config
@@ -333,7 +398,7 @@ class MirrorMaker2Connect(MirrorMaker2):
         for name, config in (self.connectors if which is None else which).items():
             while True:
                 try:
-                    status, answer = rest(f"{self.urls[0]}/connectors/{name}/config", "PUT", config, timeout=30)
+                    status, answer = rest(f"{self.urls[0]}/connectors/{_path(name)}/config", "PUT", config, timeout=30)
                 except OSError as exc:
                     status, answer = -1, str(exc)
                 if status in (200, 201):
@@ -383,8 +448,8 @@ class MirrorMaker2Connect(MirrorMaker2):
 
     def stop_worker(self, i: int) -> None:
         """SIGTERM worker ``i`` (SIGKILL after the stop timeout): its tasks move to the others
-        at the next rebalance (after ``scheduled.rebalance.max.delay.ms``, Connect's 5 min by
-        default, unless it comes back first)."""
+        once ``scheduled.rebalance.max.delay.ms`` has passed (:data:`WORKER_TEST_SETTINGS`:
+        10 s here; Connect's default 5 min)."""
         self._group("stop a worker of").workers[i].stop(timeout=self.stop_timeout)
 
     def kill_worker(self, i: int) -> None:
@@ -417,9 +482,9 @@ class MirrorMaker2Connect(MirrorMaker2):
             raise ReplicatorError(f"a rolling upgrade replaces each of the {len(group.workers)} workers of one Connect "
                                   f"cluster: {new.spec} has {new.workers} (instance {new.instance}, not {self.instance})")
         assert new.release is not None
-        # each worker comes back on its own port: the same worker id (host:port), so the group
-        # gives it its tasks back at once (a worker of a new id waits for the scheduled
-        # rebalance delay), as a Strimzi pod keeps its name
+        # each worker comes back on its own port (its worker id), as a Strimzi pod keeps its
+        # name; the group gives the tasks it held to the workers there are once the scheduled
+        # rebalance delay has passed (WORKER_TEST_SETTINGS: 10 s here, Connect's default 5 min)
         new.ports, new.urls = list(self.ports), list(self.urls)
         new.render()
         new._log_config = new.release.write_log_config(new.config_dir, QUIET_LOGGERS)
@@ -452,7 +517,8 @@ class MirrorMaker2Connect(MirrorMaker2):
                 states = read_status_rest(url, timeout=2)
             except (OSError, ValueError):
                 return False
-            tasks = [s for s in states if s.task is not None and s.connector == CONNECTORS[0]]
+            copier = self.connector_names.get(CONNECTORS[0])
+            tasks = [s for s in states if s.task is not None and s.connector == copier]
             return bool(tasks) and all(s.state == "RUNNING" for s in states)
 
         try:
@@ -462,7 +528,7 @@ class MirrorMaker2Connect(MirrorMaker2):
 
     def _connectors_rest(self, verb: str) -> None:
         for name in self.connectors:
-            status, answer = rest(f"{self.urls[0]}/connectors/{name}/{verb}", "PUT")
+            status, answer = rest(f"{self.urls[0]}/connectors/{_path(name)}/{verb}", "PUT")
             if status not in (200, 202, 204):
                 raise ReplicatorError(f"{self.label}: {verb} of {name} through REST failed (HTTP {status}): "
                                       f"{_rest_error(answer)}")
@@ -481,16 +547,23 @@ class MirrorMaker2Connect(MirrorMaker2):
         broken = failed(read_status_rest(self.urls[0]), 0)
         names = sorted({s.connector for s in broken})
         for name in names:
-            status, answer = rest(f"{self.urls[0]}/connectors/{name}/restart?includeTasks=true&onlyFailed=true", "POST")
+            status, answer = rest(f"{self.urls[0]}/connectors/{_path(name)}/restart?includeTasks=true&onlyFailed=true", "POST")
             if status not in (200, 202, 204):
                 raise ReplicatorError(f"{self.label}: restarting {name} through REST failed (HTTP {status}): "
                                       f"{_rest_error(answer)}")
         return ", ".join(names)
 
 
+def _path(name: str) -> str:
+    """A connector's name in a REST path (Strimzi's ``source->target.MirrorSourceConnector``: ``>`` escaped)."""
+    from urllib.parse import quote
+
+    return quote(name, safe="")
+
+
 def _rest_error(answer: Any) -> str:
     if isinstance(answer, dict):
         errors = [f"{c['value']['name']}: {'; '.join(c['value']['errors'])}" for c in answer.get("configs", [])
                   if c.get("value", {}).get("errors")]
-        return "; ".join(errors) or str(answer.get("message") or answer)[:500]
+        return "; ".join(errors) or str(answer.get("message") or json.dumps(answer))[:500]
     return str(answer)[:500]

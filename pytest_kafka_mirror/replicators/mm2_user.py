@@ -43,7 +43,7 @@ from pathlib import Path
 from .._clientconf import masked, properties_entries
 from .settings import MM2_PROPERTY_DEFAULTS
 
-__all__ = ["PROPERTIES_SUFFIX", "Based", "Change", "UserProperties", "apply_user_properties", "describe_based",
+__all__ = ["CONNECTORS", "PROPERTIES_SUFFIX", "Based", "Change", "UserProperties", "apply_user_properties", "connector_scoped", "describe_based",
            "read_user_properties", "split_properties_suffix"]
 
 #: the spec suffix that names your mm2.properties: ``mm2:4.3.1,properties=mm2.properties``
@@ -54,6 +54,18 @@ _TOP_WORKER_KEYS = frozenset(f"{kind}.storage.{what}" for kind in ("offset", "st
                              for what in ("topic", "replication.factor"))
 #: a client's security settings: MM2 gives a cluster's (or the top level's) to each of its clients
 _SECURITY = re.compile(r"(?:(?:consumer|producer|admin)\.)?(?:security\.protocol|security\.providers|sasl\.|ssl\.)")
+
+
+#: MM2's three connectors, by the names dedicated MM2 gives them (its source offsets are stored by name)
+CONNECTORS = ("MirrorSourceConnector", "MirrorCheckpointConnector", "MirrorHeartbeatConnector")
+
+
+def connector_scoped(key: str) -> str | None:
+    """The connector a ``MirrorSourceConnector.X`` / ``MirrorCheckpointConnector.X`` /
+    ``MirrorHeartbeatConnector.X`` key is for (its class's simple name), else None: on a
+    Connect cluster (``mm2-connect:``) that connector's ``X`` alone."""
+    head = key.split(".", 1)[0]
+    return head if head in CONNECTORS and "." in key else None
 
 
 def split_properties_suffix(arg: str) -> tuple[str, str | None]:
@@ -75,11 +87,13 @@ class UserProperties:
     #: the flow it enables: ``source_alias -> target_alias``
     source_alias: str
     target_alias: str
+    #: what it is, as messages name it (a Strimzi resource is read as one: replicators/strimzi.py)
+    kind: str = "mm2.properties"
 
     @property
     def origin(self) -> str:
         """What a setting quoted from it says it came from."""
-        return f"your mm2.properties ({self.path})"
+        return f"your {self.kind} ({self.path})"
 
     def renamed(self, key: str, aliases: tuple[str, str]) -> str | None:
         """``key`` with your flow's aliases renamed to ``aliases`` (the session's flow);
@@ -182,6 +196,8 @@ class Based:
     added: list[str] = field(default_factory=list)
     #: the flow's aliases your file's were renamed to
     aliases: tuple[str, str] = ("source", "target")
+    #: a connector's key (``MirrorCheckpointConnector.X``) -> the override that replaced it
+    overridden: dict[str, str] = field(default_factory=dict)
 
 
 def _must_drop(key: str, aliases: tuple[str, str]) -> str:
@@ -252,7 +268,7 @@ def describe_based(based: Based, user: UserProperties, *, values: bool = True) -
     header shows them before the clusters exist)."""
     a, b = based.aliases
     kept = len(user.lines) - len(based.changes)
-    head = f"your mm2.properties {user.path}: {kept} of its {len(user.lines)} settings kept"
+    head = f"your {user.kind} {user.path}: {kept} of its {len(user.lines)} settings kept"
     if (user.source_alias, user.target_alias) != (a, b):
         head += (f"; your flow {user.source_alias}->{user.target_alias} runs as {a}->{b}, the session's "
                  f"(your {user.source_alias}.*, {user.target_alias}.* keys as {a}.*, {b}.*: {len(based.renamed)} renamed)")
