@@ -33,6 +33,7 @@ def _scenarios(resource: Path, tmp_path: Path, *tests: str) -> subprocess.Comple
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500, check=False)
 
 
+@pytest.mark.nightly  # CI runs the failover on the resource below, and these scenarios on mm2-connect
 def test_the_tls_example_resource_passes_the_steady_state_and_the_failover(tmp_path: Path, tagged_env: str) -> None:
     from tests.conftest import processes_tagged
 
