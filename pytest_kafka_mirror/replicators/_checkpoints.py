@@ -77,7 +77,10 @@ class CheckpointSettings:
     groups: tuple[str, ...] = (".*",)  # groups: regexes, each matched in full
     groups_exclude: tuple[str, ...] = ("console-consumer-.*", "connect-.*", "__.*")  # groups.exclude
     names: MM2Names = field(default_factory=MM2Names)
-    syncs_location: str = "source"  # offset-syncs.topic.location
+    syncs_location: str = "source"  # offset-syncs.topic.location (where the checkpoint task reads them)
+    #: where the source connector writes the offset syncs when MM2's connectors are
+    #: configured one by one and it differs from :attr:`syncs_location` (None: the same)
+    syncs_written_location: str | None = None
     #: emit.offset-syncs.enabled (MM2 3.9+): without offset syncs MM2 runs no checkpoint
     #: connector (its validation refuses it): no checkpoints, no group offset sync
     emit_offset_syncs: bool = True
@@ -162,7 +165,28 @@ class CheckpointSettings:
                     names = replace(names, heartbeats=raw)
                 elif source is plain:
                     other.append(key)
-        return replace(self, names=names, written=written, asked=asked, **values), other
+        done = replace(self, names=names, written=written, asked=asked, **values)
+        return done._with_syncs_writer(plain, scoped, pairs, readers, origins), other
+
+    def _with_syncs_writer(self, plain: Mapping[str, tuple[str, str]], scoped: Mapping[str, tuple[str, str]],
+                           pairs: list[tuple[str, str]], readers: Mapping[str, str] | None,
+                           origins: Mapping[str, str] | None) -> CheckpointSettings:
+        """MM2's connectors configured one by one: where the source connector writes the
+        offset syncs (its own ``offset-syncs.topic.location`` over the flow's), recorded
+        when it is not where the checkpoint connector reads them."""
+        key = "offset-syncs.topic.location"
+        reader = (readers or {}).get(key)
+        if reader is None or reader == "MirrorSourceConnector":
+            return self
+        own = [(k.strip(), v.strip()) for k, v in pairs if k.strip() == f"MirrorSourceConnector.{key}"]
+        as_written, raw = (own or [scoped.get(key) or plain.get(key) or (key, "source")])[-1]
+        location = _parse(key, raw, "location")
+        if location == self.syncs_location:
+            return replace(self, syncs_written_location=None)
+        where = (origins or {}).get(as_written) if as_written in dict(pairs) else self.defaults_from
+        written = dict(self.written)
+        written["syncs_written_location"] = f"{as_written}={raw}" + (f" ({where})" if where else "")
+        return replace(self, syncs_written_location=location, written=written)
 
     def quote(self, attr: str) -> str:
         """The setting behind ``attr`` as it is in effect: ``KEY=VALUE (where it came from)``,
@@ -190,6 +214,10 @@ class CheckpointSettings:
                     "syncs, so it writes no checkpoints")
         if not self.emit_checkpoints:
             return f"{self.quote('emit_checkpoints')}: the replicator writes no checkpoints"
+        if self.syncs_written_location is not None:
+            return (f"{self.quote('syncs_written_location')} but {self.quote('syncs_location')}: the checkpoint "
+                    f"connector reads offset syncs on the {self.syncs_location} cluster, the source connector "
+                    f"writes them on the {self.syncs_written_location} one, so no group offset is translated")
         return None
 
     def no_group_sync(self) -> str | None:

@@ -233,9 +233,11 @@ def render_mm2(
     its reason).  ``overrides`` win over both."""
     a, b = source_alias, target_alias
     flow = f"{a}->{b}"
+    syncs_on = syncs_written_on(base, overrides, (a, b))
     props, required = _template(a, b, source_bootstrap=source_bootstrap, target_bootstrap=target_bootstrap,
                                 topics=topics, source_replication=source_replication,
-                                target_replication=target_replication, max_record_bytes=max_record_bytes)
+                                target_replication=target_replication, max_record_bytes=max_record_bytes,
+                                syncs_on=syncs_on)
     if instance is not None:
         worker = worker_properties(instance, a, b)
         props.update(worker)
@@ -302,10 +304,32 @@ def render_mm2(
     return based
 
 
+def syncs_written_on(base: UserProperties | None, overrides: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+                     aliases: tuple[str, str]) -> str:
+    """The cluster ("source" or "target") on which MM2's source connector writes, and
+    creates, the offset-syncs topic: ``offset-syncs.topic.location`` of your file (the
+    flow's key over the top-level one, a source connector's own over both), the overrides'
+    over it; "source" by default."""
+    flow = f"{aliases[0]}->{aliases[1]}"
+    rank = {"offset-syncs.topic.location": 0, f"{flow}.offset-syncs.topic.location": 1,
+            "MirrorSourceConnector.offset-syncs.topic.location": 2}
+    found: dict[int, str] = {}
+    for _, written, value in (base.lines if base is not None else ()):
+        key = base.renamed(written, aliases) if base is not None else written
+        if key in rank:
+            found[rank[key]] = value
+    given: dict[int, str] = {rank[k]: v for k, v in overrides if k in rank}
+    chosen = (given or found)
+    where = chosen[max(chosen)].strip().lower() if chosen else "source"
+    return "target" if where == "target" else "source"
+
+
 def _template(a: str, b: str, *, source_bootstrap: str, target_bootstrap: str, topics: str, source_replication: int,
-              target_replication: int, max_record_bytes: int | None) -> tuple[dict[str, str], dict[str, str]]:
+              target_replication: int, max_record_bytes: int | None,
+              syncs_on: str = "source") -> tuple[dict[str, str], dict[str, str]]:
     """The plugin's template of a ``a -> b`` MM2 (see :func:`render_mm2`), and which of its
-    keys the session needs whatever a user's mm2.properties says (key -> why)."""
+    keys the session needs whatever a user's mm2.properties says (key -> why).  ``syncs_on``:
+    the cluster the offset-syncs topic is on (:func:`syncs_written_on`)."""
     flow = f"{a}->{b}"
     props: dict[str, str] = {
         "clusters": f"{a}, {b}",
@@ -322,13 +346,14 @@ def _template(a: str, b: str, *, source_bootstrap: str, target_bootstrap: str, t
         "tasks.max": "4",
         # every topic MM2 creates, internal ones included, with the replication factor of the
         # cluster it lives on: remote topics, checkpoints and heartbeats on the target, the
-        # offset syncs on the source (offset-syncs.topic.location=source), each herder's
-        # Connect topics on its target (the reverse herder's on the source)
+        # offset syncs where offset-syncs.topic.location puts them (the source by default),
+        # each herder's Connect topics on its target (the reverse herder's on the source)
         f"{flow}.replication.factor": str(target_replication),
         f"{flow}.checkpoints.topic.replication.factor": str(target_replication),
         f"{flow}.heartbeats.topic.replication.factor": str(target_replication),
         f"{b}->{a}.heartbeats.topic.replication.factor": str(source_replication),
-        f"{flow}.offset-syncs.topic.replication.factor": str(source_replication),
+        f"{flow}.offset-syncs.topic.replication.factor": str(target_replication if syncs_on == "target"
+                                                             else source_replication),
         **{f"{cluster}.{kind}.replication.factor": str(rf)
            for cluster, rf in ((b, target_replication), (a, source_replication))
            for kind in ("offset.storage", "status.storage", "config.storage")},
@@ -374,7 +399,8 @@ def _template(a: str, b: str, *, source_bootstrap: str, target_bootstrap: str, t
     # replication factor 3 on a one-broker test cluster: MM2 cannot create its topics)
     for key in props:
         if key.endswith("replication.factor"):
-            on = "source" if key.startswith((f"{b}->{a}.", f"{a}.")) or ".offset-syncs." in key else "target"
+            on = ("source" if key.startswith((f"{b}->{a}.", f"{a}.")) else
+                  syncs_on if ".offset-syncs." in key else "target")
             required[key] = f"a topic on the session's {on} cluster, with the replication factor it allows"
     return props, required
 

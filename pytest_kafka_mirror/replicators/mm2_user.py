@@ -89,6 +89,9 @@ class UserProperties:
     target_alias: str
     #: what it is, as messages name it (a Strimzi resource is read as one: replicators/strimzi.py)
     kind: str = "mm2.properties"
+    #: the connectors it declares, by class (simple name), each configured on its own (a
+    #: Strimzi resource's); empty: MM2's three, from the flow's keys
+    connectors: tuple[str, ...] = ()
 
     @property
     def origin(self) -> str:
@@ -277,8 +280,14 @@ def describe_based(based: Based, user: UserProperties, *, values: bool = True) -
     # what your MM2 would not do with your file alone: an added key that is MM2's default changes nothing
     defaults = {k.format(source=a, target=b): v for k, v in MM2_PROPERTY_DEFAULTS.items()}
     added = {k: based.properties[k] for k in based.added if k in based.properties and defaults.get(k) != based.properties[k]}
-    if added:
+    shown = []
+    for key, value in masked(added).items():
+        # a key every declared connector sets for itself is not what any of them runs with
+        own = [c for c in user.connectors if f"{c}.{key}" in based.properties]
+        if own and len(own) == len(user.connectors):
+            continue
+        shown.append(f"{key}={value}" + (f" (not for {', '.join(own)}: its own {key} wins)" if own else ""))
+    if shown:
         lines.append("added by the plugin where your file is silent and MM2's default differs (the scenarios' test "
-                     "settings; set them in your file to have yours): "
-                     + ", ".join(f"{k}={v}" for k, v in masked(added).items()))
+                     "settings; set them in your file to have yours): " + ", ".join(shown))
     return lines

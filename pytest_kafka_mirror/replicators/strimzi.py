@@ -197,7 +197,7 @@ def read_strimzi(path: str | Path) -> StrimziResource:
     version = spec.get("version", (None, 0))[0]
     entries = {key: (line, key, value) for line, key, value in reader.lines}  # the last of a key wins
     lines = tuple(sorted(entries.values()))
-    user = UserProperties(p, lines, (source, t_alias), source, t_alias, kind=KIND)
+    user = UserProperties(p, lines, (source, t_alias), source, t_alias, kind=KIND, connectors=connectors)
     return StrimziResource(user, connectors, name=name, api=api, replicas=replicas,
                            version=None if version is None else str(version), notes=tuple(reader.notes))
 

@@ -189,6 +189,20 @@ def test_your_lines_are_kept_and_what_the_session_needs_is_changed_with_its_reas
     }
 
 
+@pytest.mark.parametrize(("line", "on"), [("", "source"), ("offset-syncs.topic.location = target\n", "target"),
+                                          ("primary->backup.offset-syncs.topic.location = target\n", "target"),
+                                          ("offset-syncs.topic.location = target\n"
+                                           "MirrorSourceConnector.offset-syncs.topic.location = source\n", "source")])
+def test_the_offset_syncs_topic_gets_the_replication_factor_of_the_cluster_it_is_on(tmp_path: Path, line: str,
+                                                                                    on: str) -> None:
+    path = _file(tmp_path, "clusters = primary, backup\nprimary->backup.enabled = true\n"
+                           "primary->backup.offset-syncs.topic.replication.factor = 3\n" + line)
+    based = _render(path, source_replication=1, target_replication=2)
+    assert based.properties["source->target.offset-syncs.topic.replication.factor"] == {"source": "1", "target": "2"}[on]
+    said = {c.key: c.reason for c in based.changes}["source->target.offset-syncs.topic.replication.factor"]
+    assert said == f"a topic on the session's {on} cluster, with the replication factor it allows"
+
+
 def test_the_changes_are_described_line_by_line_secrets_masked(tmp_path: Path) -> None:
     path = _file(tmp_path)
     lines = describe_based(_render(path), read_user_properties(path))

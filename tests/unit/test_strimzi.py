@@ -177,6 +177,31 @@ def test_a_checkpoint_setting_of_the_source_connector_does_not_reach_the_checkpo
         "MirrorCheckpointConnector.emit.checkpoints.enabled=false (your KafkaMirrorMaker2 resource")
 
 
+def test_what_the_plugin_adds_is_not_said_of_a_connector_that_sets_its_own(tmp_path: Path) -> None:
+    def added(text: str, name: str) -> str:
+        rep = _connect(tmp_path, _write(tmp_path, text, name))
+        return next(line for line in describe_based(rep.based, rep.strimzi.user) if line.startswith("added by"))
+    both = added(TLS_V1, "both.yaml")  # each connector has its tasksMax: the template's tasks.max runs nowhere
+    assert "tasks.max" not in both and "refresh.topics.interval.seconds=2" in both
+    assert "emit.checkpoints.interval.seconds=5 (not for MirrorCheckpointConnector: its own " in both
+    one = added(TLS_V1.replace("      tasksMax: 1\n", ""), "one.yaml")  # the checkpoint connector runs with it
+    assert "tasks.max=4 (not for MirrorSourceConnector: its own tasks.max wins)" in one
+
+
+def test_offset_syncs_written_where_the_checkpoint_connector_does_not_read_them_is_named(tmp_path: Path) -> None:
+    # the source connector writes them on the target, the checkpoint connector reads the source's
+    text = TLS_V1.replace("        sync.group.offsets.enabled: false\n        offset-syncs.topic.location: target\n",
+                          "        sync.group.offsets.enabled: false\n")
+    rep = _connect(tmp_path, _write(tmp_path, text))
+    assert (rep.checkpoints.syncs_location, rep.checkpoints.syncs_written_location) == ("source", "target")
+    why = rep.checkpoints.no_checkpoints()
+    assert why is not None and why.startswith(
+        "MirrorSourceConnector.offset-syncs.topic.location=target (your KafkaMirrorMaker2 resource")
+    assert "but offset-syncs.topic.location=source (" in why and "no group offset is translated" in why
+    same = _connect(tmp_path, _write(tmp_path, TLS_V1, "same.yaml"))  # both on the target: nothing to say
+    assert same.checkpoints.syncs_written_location is None and same.checkpoints.no_checkpoints() is None
+
+
 def test_a_v1beta2_resource_with_a_heartbeat_connector(tmp_path: Path) -> None:
     res = read_strimzi(_write(tmp_path, V1BETA2))
     assert (res.api, res.replicas) == ("v1beta2", None)
