@@ -203,9 +203,21 @@ def _ephemeral_floor() -> int:
         return 32768  # Linux's default
 
 
-def free_port() -> int:
+#: ports held by :func:`free_port` (``hold=True``) for as long as this process lives
+_HELD: list[socket.socket] = []
+
+
+def free_port(*, hold: bool = False) -> int:
     """A free loopback TCP port for a process that binds it later (a broker that must
     advertise it before it listens, a link in front of it).
+
+    ``hold``: for a port bound long after it is chosen (the link port a broker advertises
+    from its start, bound by the link proxy when a test puts a link in front of it, if
+    ever): this process keeps it bound with ``SO_REUSEADDR`` and never listens on it, so
+    every other choice of this function (a plain bind) finds it taken, while the process
+    it is meant for (which binds with ``SO_REUSEADDR``, as asyncio's servers, Java's and
+    Rust's listeners do) binds and listens on it.  (CI saw another process's choice take a
+    broker's link port before the link started: "address already in use".)
 
     Chosen at random below the kernel's ephemeral range and checked by binding it: a port
     the kernel hands out itself (port 0, or the source port of any outgoing connection)
@@ -223,7 +235,17 @@ def free_port() -> int:
                     s.bind(("127.0.0.1", port))
                 except OSError:
                     continue
+            if not hold:
                 return port
+            held = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                held.bind(("127.0.0.1", port))
+            except OSError:  # taken in between
+                held.close()
+                continue
+            _HELD.append(held)
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])

@@ -386,7 +386,7 @@ class KafkaCluster(KafkaAdminMixin):
                                    **self.client_origins}
         for b in self.brokers:
             b.port, b.controller_port = free_port(), free_port()
-            b.link = (free_port(), free_port()) if self.nodes == 1 else None
+            b.link = (free_port(hold=True), free_port()) if self.nodes == 1 else None  # (the link binds it later, if ever)
         voters = {b.node_id: b.controller_port for b in self.brokers} if self.nodes > 1 else None
         for b in self.brokers:
             assert b.port is not None and b.controller_port is not None

@@ -367,7 +367,7 @@ class Link:
         from ..clusters.tansu import tansu_binary
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        port, inner = self.listener or (free_port(), free_port())
+        port, inner = self.listener or (free_port(hold=True), free_port())
         self._write_control()
         ready = Path(f"{self.control_file}.ready")
         ready.unlink(missing_ok=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -402,6 +403,36 @@ def test_free_ports_are_never_ones_the_kernel_hands_out_itself() -> None:
     for p in ports:
         with socket.socket() as s:
             s.bind(("127.0.0.1", p))  # still free
+
+
+def test_a_held_port_is_refused_to_other_choices_but_not_to_the_server_meant_for_it() -> None:
+    """``free_port(hold=True)``: the link port a broker advertises from its start stays this
+    process's until the link proxy (another process, ``SO_REUSEADDR``) listens on it."""
+    import socket
+    import subprocess
+    import sys
+
+    from pytest_kafka_mirror.clusters.base import free_port
+
+    port = free_port(hold=True)
+    with socket.socket() as s, pytest.raises(OSError):
+        s.bind(("127.0.0.1", port))  # what every other free_port() check does
+    server = ("import socket, sys; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+              f"s.bind(('127.0.0.1', {port})); s.listen(); c, _ = s.accept(); c.sendall(b'ok'); c.close()")
+    proc = subprocess.Popen([sys.executable, "-c", server])
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1) as c:
+                    assert c.recv(2) == b"ok"
+                break
+            except ConnectionRefusedError:
+                assert time.monotonic() < deadline and proc.poll() is None, "the server could not listen"
+                time.sleep(0.05)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_bare_kafka_home_and_mm2_specs_take_the_kafka_home_option(tmp_path: Path) -> None:
