@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import base64
 import random
 import socket
@@ -205,6 +206,12 @@ def _ephemeral_floor() -> int:
 
 #: ports held by :func:`free_port` (``hold=True``) for as long as this process lives
 _HELD: list[socket.socket] = []
+
+
+@atexit.register
+def _release_held() -> None:
+    while _HELD:
+        _HELD.pop().close()
 
 
 def free_port(*, hold: bool = False) -> int:
