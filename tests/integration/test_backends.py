@@ -257,7 +257,7 @@ def test_kafka_start_failures_quote_the_log(tmp_path: Path, monkeypatch: pytest.
     taken.listen()
     ports = iter([taken.getsockname()[1]])
     free = kafka_home.free_port
-    monkeypatch.setattr(kafka_home, "free_port", lambda: next(ports, None) or free())
+    monkeypatch.setattr(kafka_home, "free_port", lambda **kw: next(ports, None) or free(**kw))
     c = make_cluster("target", f"kafka:{KAFKA_VERSION}", tmp_path / "port-taken")
     t0 = time.monotonic()
     try:
