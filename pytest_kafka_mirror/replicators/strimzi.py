@@ -195,6 +195,9 @@ def read_strimzi(path: str | Path) -> StrimziResource:
             reader.notes.append(f"line {spec[key][1]} spec.{key}: not applied (the deployment of Strimzi's pods, "
                                 "not what MirrorMaker 2 does)")
     version = spec.get("version", (None, 0))[0]
+    if version is not None:
+        reader.notes.append(f"line {spec['version'][1]} spec.version {version}: not applied (the release that runs is "
+                            "the replicator spec's, mm2-connect:VERSION)")
     entries = {key: (line, key, value) for line, key, value in reader.lines}  # the last of a key wins
     lines = tuple(sorted(entries.values()))
     user = UserProperties(p, lines, (source, t_alias), source, t_alias, kind=KIND, connectors=connectors)

@@ -137,6 +137,7 @@ def test_a_v1_resource_is_its_flow_each_setting_with_its_yaml_line(tmp_path: Pat
     notes = "\n".join(res.notes)
     assert "line 30 spec.target.config.group.id: ignored, as Strimzi's operator ignores it" in notes
     assert "line 31 spec.resources: not applied" in notes and "checkpointConnector.autoRestart: not applied" in notes
+    assert "line 6 spec.version 4.3.1: not applied (the release that runs is the replicator spec's" in notes
 
 
 def test_the_connectors_are_strimzis_each_with_its_own_config_and_the_sessions_clusters(tmp_path: Path) -> None:
