@@ -153,8 +153,7 @@ class CheckpointSettings:
                 attr, kind = self.PROPERTIES.get(key) or (("flush_interval", "ms") if key == flush_key else (None, ""))
                 if attr is not None:
                     values[attr] = _parse(key, raw, kind)
-                    where = (origins or {}).get(as_written)
-                    written[attr] = f"{as_written}={raw}" + (f" ({where})" if where else "")
+                    written[attr] = _quoted(as_written, raw, (origins or {}).get(as_written))
                     if raw.lower() in _TRUE:
                         asked[attr] = written[attr]
                 elif key == "replication.policy.separator":
@@ -179,13 +178,13 @@ class CheckpointSettings:
         if reader is None or reader == "MirrorSourceConnector":
             return self
         own = [(k.strip(), v.strip()) for k, v in pairs if k.strip() == f"MirrorSourceConnector.{key}"]
-        as_written, raw = (own or [scoped.get(key) or plain.get(key) or (key, "source")])[-1]
+        given = own[-1] if own else scoped.get(key) or plain.get(key)
+        as_written, raw = given or (key, "source")
         location = _parse(key, raw, "location")
         if location == self.syncs_location:
             return replace(self, syncs_written_location=None)
-        where = (origins or {}).get(as_written) if as_written in dict(pairs) else self.defaults_from
-        written = dict(self.written)
-        written["syncs_written_location"] = f"{as_written}={raw}" + (f" ({where})" if where else "")
+        where = (origins or {}).get(as_written) if given else self.defaults_from
+        written = {**self.written, "syncs_written_location": _quoted(as_written, raw, where)}
         return replace(self, syncs_written_location=location, written=written)
 
     def quote(self, attr: str) -> str:
@@ -268,6 +267,11 @@ class CheckpointSettings:
             "offset_syncs_topic": self.offset_syncs_topic, "sync_store": self.sync_store,
             "written": dict(self.written), "defaults_from": self.defaults_from,
         }
+
+
+def _quoted(as_written: str, raw: str, where: str | None) -> str:
+    """A property as :attr:`CheckpointSettings.written` quotes it: ``KEY=VALUE (where)``."""
+    return f"{as_written}={raw}" + (f" ({where})" if where else "")
 
 
 def _parse(key: str, raw: str, kind: str) -> Any:

@@ -76,10 +76,9 @@ _SASL = {"scram-sha-512": "SCRAM-SHA-512", "scram-sha-256": "SCRAM-SHA-256", "pl
 class StrimziResource:
     """A ``KafkaMirrorMaker2`` resource as the flow the plugin runs (see the module docstring)."""
 
-    #: its settings as a flow's lines (line = the YAML's), the base of the rendered MM2
+    #: its settings as a flow's lines (line = the YAML's), the base of the rendered MM2, and
+    #: the connectors it declares (``user.connectors``)
     user: UserProperties
-    #: the connectors it declares, by class (simple name), in Strimzi's order
-    connectors: tuple[str, ...]
     name: str = ""
     api: str = "v1"
     #: ``spec.replicas``: the workers of its Connect cluster (None: not given; Strimzi's default is 3)
@@ -88,6 +87,11 @@ class StrimziResource:
     version: str | None = None
     #: what is not applied here (its Kubernetes part, keys Strimzi ignores), one line each
     notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def connectors(self) -> tuple[str, ...]:
+        """The connectors it declares, by class (simple name), in Strimzi's order."""
+        return self.user.connectors
 
     def connector_names(self, source_alias: str, target_alias: str) -> dict[str, str]:
         """Class -> connector name, as Strimzi names them (``S->T.MirrorSourceConnector``)."""
@@ -201,7 +205,7 @@ def read_strimzi(path: str | Path) -> StrimziResource:
     entries = {key: (line, key, value) for line, key, value in reader.lines}  # the last of a key wins
     lines = tuple(sorted(entries.values()))
     user = UserProperties(p, lines, (source, t_alias), source, t_alias, kind=KIND, connectors=connectors)
-    return StrimziResource(user, connectors, name=name, api=api, replicas=replicas,
+    return StrimziResource(user, name=name, api=api, replicas=replicas,
                            version=None if version is None else str(version), notes=tuple(reader.notes))
 
 
