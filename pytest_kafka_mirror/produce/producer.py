@@ -16,9 +16,13 @@ Unthrottled records carry the time they were handed to the client.
 every record neither reported failed nor left in the queue was acknowledged (``manifest.py``
 keeps the send state and builds the manifest's lanes and stats from it).
 
-Per record the send loop (:meth:`_SendLoop.send`) does a ``divmod``, a due-time multiply,
-the header or body formatting and the client call; everything else (acknowledgements,
+Per record the send loop (:meth:`_SendLoop.send`) does a due-time multiply, the header or
+body formatting and the client call; everything else (acknowledgements,
 rate accounting, per-second counts' dictionary, slip, lag) happens per pass or per failure.
+The client call takes its arguments by position (:data:`PRODUCE_ARGS`): confluent-kafka
+parses keywords against its eight names on every call, 0.5 us a record with three of them
+(a third of the call).  A headers-format record's failure callback is a bound method, made
+in C (``MethodType(report, k)``), not an object with a Python ``__init__`` (0.1 us less).
 The figures are in ``benchmarks/`` (docs/performance.md).
 """
 
@@ -30,6 +34,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
+from types import MethodType
 from typing import Any
 
 from ..processes.managed import wait_until
@@ -47,7 +52,6 @@ from .manifest import (
     _complement,  # noqa: F401
     _merge,  # noqa: F401
     _ranges,  # noqa: F401
-    _Report,
     _Seconds,
     _Topic,
     live_counts,
@@ -72,6 +76,10 @@ PROGRESS_EVERY = 10.0
 COUNTS_EVERY = 1.0
 #: Records per topic per send pass, at most (unthrottled, or far behind the schedule).
 BATCH = 2000
+#: ``Producer.produce``'s parameters in their order, which the send loop passes by position
+#: (``callback`` is ``on_delivery``'s alias; timestamp 0: the client's clock);
+#: tests/unit/test_producer.py checks the client still takes them so
+PRODUCE_ARGS = ("topic", "value", "key", "partition", "callback", "on_delivery", "timestamp", "headers")
 
 #: ``on_counts(producer_id, {topic: {"sent", "acked", "failed", "rate"}})``: cumulative counts
 #: of one producer, and its send rate over the last interval (0 once it is done).  While
@@ -237,67 +245,95 @@ class _SendLoop:
                                 f"(the client's metadata: {sorted(meta.partitions) if meta else 'no topic'})") from None
 
     def send(self, t: _Topic, k0: int, k1: int, due: tuple[float, float] | None) -> None:
-        """Hand records ``k0 .. k1-1`` of topic ``t`` to the client.
+        """Hand records ``k0 .. k1-1`` of topic ``t`` to the client, in that order.
 
         ``due`` = ``(a, b)``: record k is due at ``a + k * b`` UTC epoch microseconds and
         carries that time; None: unthrottled, records carry the time they are handed over.
-        The hot loop of the producer: keep per-record work out of it.  The two formats get a
-        loop each (the per-second bookkeeping repeated in both) rather than a branch or a
-        call per record.
+        The two formats get a hot loop each (:meth:`_send_headers`, :meth:`_send_body`: the
+        per-second bookkeeping repeated in both) rather than a branch or a call per record.
+        Both walk the records a sequence at a time (record k is sequence ``k // lanes`` of
+        lane ``k % lanes``): what a sequence's records share (its payload variant, its
+        ``km.s`` header) is made once for all its lanes, and a lane's key, partition and
+        ``km.l`` header come from one tuple (:attr:`_Topic.lane_parts`), without a ``divmod``
+        and three lookups per record.
         """
-        enc, seconds = self.enc, self.seconds
-        produce, poll = self.client.produce, self.client.poll
-        topic, nl, keys, parts = t.name, t.lanes, t.keys, t.parts
-        variants, nv = enc.variants, VARIANTS
+        if k1 > k0:
+            (self._send_headers if self.enc.fmt == "headers" else self._send_body)(t, k0, k1, due)
+
+    def _send_headers(self, t: _Topic, k0: int, k1: int, due: tuple[float, float] | None) -> None:
+        """:meth:`send` of the headers format."""
+        seconds, variants, nv, nl, lanes = self.seconds, self.enc.variants, VARIANTS, t.lanes, t.lane_parts
+        produce, poll, topic, now_ns, bound, report = self.client.produce, self.client.poll, t.name, time.time_ns, \
+            MethodType, t.on_delivery
         a, b = due if due is not None else (0.0, 0.0)
         throttled = due is not None
-        now_ns = time.time_ns
+        p_hdr = (HDR_PRODUCER, self.enc.producer_id.encode())
         start, end, n = seconds.start, seconds.end, seconds.n
         k = k0
         try:
-            if enc.fmt == "headers":
-                p_hdr, lane_hdrs = (HDR_PRODUCER, enc.producer_id.encode()), t.lane_headers
-                for k in range(k0, k1):
-                    seq, lane = divmod(k, nl)
+            for seq in range(k0 // nl, (k1 - 1) // nl + 1):
+                base = seq * nl
+                row = lanes if k0 <= base and base + nl <= k1 else lanes[max(k0 - base, 0):k1 - base]
+                value, seq_hdr = variants[seq % nv], (HDR_SEQ, b"%010d" % seq)
+                for lane, key, part, lane_hdr in row:
+                    k = base + lane
                     ts = int(a + k * b) if throttled else now_ns() // 1000
                     if not start <= ts < end:
                         seconds.start, seconds.n = start, n
                         seconds.switch(ts)
                         start, end, n = seconds.start, seconds.end, 0
                     n += 1
-                    headers = [p_hdr, lane_hdrs[lane], (HDR_SEQ, b"%010d" % seq), (HDR_TS, b"%016d" % ts)]
                     while True:
                         try:
-                            produce(topic, variants[seq % nv], keys[lane], partition=parts[lane], headers=headers,
-                                    on_delivery=_Report(t, k))
+                            # by position (PRODUCE_ARGS); the failure callback: report(k, err, msg)
+                            produce(topic, value, key, part, bound(report, k), None, 0,
+                                    [p_hdr, lane_hdr, seq_hdr, (HDR_TS, b"%016d" % ts)])
                             break
                         except BufferError:
                             poll(0.05)
                         except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
-                            self.await_partition(exc, topic, parts[lane])
-            else:
-                pid = enc.producer_id.encode()
-                for k in range(k0, k1):
-                    seq, lane = divmod(k, nl)
-                    ts = int(a + k * b) if throttled else now_ns() // 1000
-                    if not start <= ts < end:
-                        seconds.start, seconds.n = start, n
-                        seconds.switch(ts)
-                        start, end, n = seconds.start, seconds.end, 0
-                    n += 1
-                    value = b"%s;%010d;%016d;%s" % (pid, seq, ts, variants[seq % nv])
-                    while True:
-                        try:
-                            produce(topic, value, keys[lane], partition=parts[lane])
-                            break
-                        except BufferError:
-                            poll(0.05)
-                        except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
-                            self.await_partition(exc, topic, parts[lane])
+                            self.await_partition(exc, topic, part)
         except BaseException:
             # Ctrl-C (or an error) inside the batch: records k0 .. k-1 were handed to the
             # client and may be acknowledged; the manifest must count them as sent.
             t.sent = k
+            raise
+        seconds.start, seconds.end, seconds.n = start, end, n
+        t.sent = k1
+
+    def _send_body(self, t: _Topic, k0: int, k1: int, due: tuple[float, float] | None) -> None:
+        """:meth:`send` of the body format (a failure is identified from the record's value)."""
+        seconds, variants, nv, nl, lanes = self.seconds, self.enc.variants, VARIANTS, t.lanes, t.lane_parts
+        produce, poll, topic, now_ns = self.client.produce, self.client.poll, t.name, time.time_ns
+        a, b = due if due is not None else (0.0, 0.0)
+        throttled = due is not None
+        pid = self.enc.producer_id.encode()
+        start, end, n = seconds.start, seconds.end, seconds.n
+        k = k0
+        try:
+            for seq in range(k0 // nl, (k1 - 1) // nl + 1):
+                base = seq * nl
+                row = lanes if k0 <= base and base + nl <= k1 else lanes[max(k0 - base, 0):k1 - base]
+                payload = variants[seq % nv]
+                for lane, key, part, _ in row:
+                    k = base + lane
+                    ts = int(a + k * b) if throttled else now_ns() // 1000
+                    if not start <= ts < end:
+                        seconds.start, seconds.n = start, n
+                        seconds.switch(ts)
+                        start, end, n = seconds.start, seconds.end, 0
+                    n += 1
+                    value = b"%s;%010d;%016d;%s" % (pid, seq, ts, payload)
+                    while True:
+                        try:
+                            produce(topic, value, key, part)
+                            break
+                        except BufferError:
+                            poll(0.05)
+                        except Exception as exc:  # noqa: BLE001 - a partition added since the client's metadata
+                            self.await_partition(exc, topic, part)
+        except BaseException:
+            t.sent = k  # as in _send_headers
             raise
         seconds.start, seconds.end, seconds.n = start, end, n
         t.sent = k1

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_kafka_mirror.produce.producer import MirrorProducer, ProducerError, RateProfile, TopicLanes, _merge
 from pytest_kafka_mirror.produce.records import Kind, decode
@@ -61,8 +64,10 @@ class FakeClient:
         self.reorder = reorder
         self.n = 0
 
-    def produce(self, topic: str, value: bytes, key: bytes | None = None, *, partition: int, headers: Any = None,
-                on_delivery: Any = None) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes | None = None, partition: int = -1, callback: Any = None,
+                on_delivery: Any = None, timestamp: int = 0, headers: Any = None) -> None:
+        """confluent-kafka's parameters, in its order (the producer passes them by position)."""
+        on_delivery = callback or on_delivery
         if self.delay and self.n < self.slow_calls:
             time.sleep(self.delay)
         self.calls.append((time.monotonic(), topic, partition, key, value, headers))
@@ -132,6 +137,38 @@ def test_lanes_route_by_key_and_partition_and_sequences_are_per_lane() -> None:
         parts.setdefault(d.lane, []).append((partition, d.seq))
     assert parts == {lane: [(lane % 2, s) for s in range(3)] for lane in range(4)}
     assert [(l.lane, l.partition, l.sent, l.acked) for l in m.lanes] == [(lane, lane % 2, 3, [[0, 2]]) for lane in range(4)]
+
+
+@settings(max_examples=40, deadline=None)
+@given(fmt=st.sampled_from(["headers", "body"]), lanes=st.integers(1, 5), partitions=st.integers(1, 3),
+       cuts=st.lists(st.integers(0, 23), max_size=6), due=st.booleans())
+def test_a_send_pass_hands_over_exactly_its_records_in_order(fmt: str, lanes: int, partitions: int, cuts: list[int],
+                                                              due: bool) -> None:
+    """Passes ending anywhere in a sequence's lanes (:meth:`_SendLoop.send` walks a sequence
+    at a time): records 0..23 are handed over once each, in order, record k as sequence
+    k // lanes of lane k % lanes, with its lane's key, partition and headers, carrying its
+    due time; each record's failure callback names it."""
+    from pytest_kafka_mirror.produce.manifest import _Topic
+    from pytest_kafka_mirror.produce.producer import _SendLoop
+    from pytest_kafka_mirror.produce.records import RecordEncoder
+
+    client = FakeClient({"delivery.report.only.error": True}, fail=set(range(24)))
+    enc = RecordEncoder(fmt, "ptest", 120, lanes)
+    t = _Topic(TopicLanes("a", partitions, lanes=lanes), enc)
+    loop = _SendLoop("ptest", client, enc, [t], None, count=24, duration=None)
+    loop.start(None, None)
+    for k0, k1 in pairwise([0, *sorted(cuts), 24]):
+        loop.send(t, k0, k1, (1e15, 10.0) if due else None)
+        assert t.sent == k1
+    got = [decode(key, value, headers) for _, _, _, key, value, headers in client.calls]
+    assert [(d.lane, d.seq) for d in got] == [(k % lanes, k // lanes) for k in range(24)]
+    assert [c[2] for c in client.calls] == [(k % lanes) % partitions for k in range(24)]
+    if due:
+        assert [d.ts_us for d in got] == [int(1e15 + k * 10.0) for k in range(24)]
+    client.poll()
+    if fmt == "headers":  # body failures go to the producer's own callback (test below)
+        assert sorted(t.failed) == list(range(24))
+    assert sum(n for _, n in loop.seconds.pairs()) == 24  # every record in the second of its timestamp
 
 
 def test_manifest_records_acked_failed_and_unreported_ranges() -> None:
@@ -281,6 +318,33 @@ def test_body_format_failures_are_identified_from_the_record() -> None:
                  if not any(a <= s <= b for a, b in l.acked)}
     assert got_failed == failed and not_acked == failed | lost
     assert m.stats["failed"] == 2 and m.stats["unreported"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["headers", "body"])
+def test_the_real_client_takes_the_send_loop_s_positional_arguments(fmt: str) -> None:
+    """The send loop passes ``Producer.produce`` its arguments by position (PRODUCE_ARGS):
+    with the real client and no broker, every record times out and its failure report
+    names it, by its own callback (headers) or its value (body); the key and partition
+    in the report are the ones passed (a parameter order the client changed would raise
+    TypeError or route them elsewhere)."""
+    import socket
+
+    reported: list[tuple[int, bytes]] = []
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    producer = MirrorProducer(f"127.0.0.1:{port}", format=fmt, producer_id="preal", flush_timeout=10,
+                              config={"message.timeout.ms": 300, "log_level": 0})
+    real = producer.config.get("on_delivery")
+    if real is not None:  # the body format's failure report: seen here, then handled as always
+        producer.config["on_delivery"] = lambda err, msg: (reported.append((msg.partition(), msg.key())),
+                                                           real(err, msg))
+    m = producer.run([TopicLanes("a", 3, lanes=3)], rate=None, count=7)
+    assert [(lane.lane, lane.partition, lane.sent, lane.acked, lane.failed) for lane in m.lanes] == [
+        (0, 0, 3, [], [[0, 2]]), (1, 1, 2, [], [[0, 1]]), (2, 2, 2, [], [[0, 1]])], m.lanes
+    assert m.stats["failed"] == 7 and not m.stats.get("unreported")
+    if fmt == "body":
+        assert sorted(reported) == [(k % 3, b"%d" % (k % 3)) for k in sorted(range(7), key=lambda k: k % 3)]
 
 
 def test_start_at_starts_the_shared_schedule_at_that_wall_time() -> None:

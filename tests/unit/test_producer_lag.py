@@ -56,7 +56,7 @@ class ClockedClient:
         self.n = 0
         self.sent_at: list[float] = []
 
-    def produce(self, topic: str, value: bytes, key: bytes | None = None, **kw: Any) -> None:
+    def produce(self, topic: str, value: bytes, key: bytes | None = None, *args: Any, **kw: Any) -> None:
         self.clock.now += self.cost(self.n)
         self.sent_at.append(self.clock.now)
         self.n += 1
