@@ -96,10 +96,13 @@ class LiveFigures:
     metrics (``metrics.py`` reads them from the progress file).
 
     Counted per consumed batch with C-level work (a Counter update, a sort, one bisect per
-    bound), not per record: every copy counts, as it arrives.
+    bound), or per columnar chunk with numpy (:meth:`add_latencies`), not per record: every
+    copy counts, as it arrives.
     """
 
     def __init__(self, bounds_ms: Sequence[float]) -> None:
+        if list(bounds_ms) != sorted(bounds_ms):
+            raise ValueError(f"latency bounds must ascend: {list(bounds_ms)}")
         self.bounds_us = [round(b * 1000) for b in bounds_ms]
         self.bounds_ms = list(bounds_ms)
         self.by_topic: Counter[str] = Counter()
@@ -120,6 +123,22 @@ class LiveFigures:
         produce_ts_us.sort()
         untimed = bisect_left(produce_ts_us, 0)
         self._latencies(produce_ts_us[untimed:] if untimed else produce_ts_us, arrival_us)
+
+    def add_latencies(self, by_topic: dict[str, int], latencies_us: Any) -> None:
+        """Identified records of a columnar chunk (:mod:`.columns`): counted per source
+        topic, and each one's latency (µs, a numpy array), as :meth:`add_counted` counts them."""
+        import numpy as np
+
+        self.by_topic.update(by_topic)
+        if not len(latencies_us):
+            return
+        # the first bound each latency is under (len: none): latency <= bound i <=> index <= i
+        under = np.bincount(np.searchsorted(self.bounds_us, latencies_us, side="left"),
+                            minlength=len(self.bounds_us) + 1)
+        below = np.cumsum(under[:-1]).tolist()
+        self.cumulative = [c + k for c, k in zip(self.cumulative, below, strict=True)]
+        self.count += len(latencies_us)
+        self.sum_us += int(latencies_us.sum())
 
     def _latencies(self, pts: list[int], arrival_us: int) -> None:
         n = len(pts)

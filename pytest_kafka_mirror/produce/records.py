@@ -53,6 +53,7 @@ __all__ = [
     "decode",
     "metadata_size",
     "parse_warmup",
+    "payload_variants",
     "producer_id_of",
     "warmup_value",
 ]
@@ -112,8 +113,10 @@ def metadata_size(fmt: str, producer_id: str, lanes: int) -> int:
     raise ValueError(f"unknown record format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
-def _payloads(n: int) -> list[bytes]:
-    """``VARIANTS`` payloads of exactly ``n`` bytes, each ``crc32hex + filler``."""
+def payload_variants(n: int) -> list[bytes]:
+    """``VARIANTS`` payloads of exactly ``n`` bytes, each ``crc32hex + filler``: record
+    ``seq`` carries ``payload_variants(n)[seq % VARIANTS]`` (the capture checks a payload
+    against it before computing its checksum)."""
     filler_len = n - CHECKSUM_LEN
     alphabet = _FILLER_ALPHABET * (filler_len // len(_FILLER_ALPHABET) + 2)
     out = []
@@ -165,7 +168,7 @@ class RecordEncoder:
             self._lane_hdr = []
         self._keys = [b"%0*d" % (key_len, lane) for lane in range(lanes)]
         #: the payload of record ``seq`` is ``variants[seq % VARIANTS]``
-        self.variants = self._variants = _payloads(payload_len)
+        self.variants = self._variants = payload_variants(payload_len)
 
     def key(self, lane: int) -> bytes:
         return self._keys[lane]

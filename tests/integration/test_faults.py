@@ -66,7 +66,7 @@ def _topic_figures(report: MirrorReport, topic: str) -> dict[str, Any]:
     return out
 
 
-def _expected(ledger: FaultLedger, topic: str) -> dict[str, Any]:
+def _expected(ledger: FaultLedger, topic: str, per_lane: int = PER_LANE) -> dict[str, Any]:
     """What the verifier must report for ``topic``, from what the mirror says it did."""
     want: dict[str, Any] = dict.fromkeys(_FIGURES, 0) | {"lane_split": 0, "headers_lost": 0, "missing": {}}
     gone = {knob: ledger.lanes(topic, knob) for knob in ("drop", "strip_headers", "stop_tail", "lose_producer")}
@@ -76,7 +76,7 @@ def _expected(ledger: FaultLedger, topic: str) -> dict[str, Any]:
     def trailing(seqs: list[int]) -> int:
         """Missing seqs at the end of a lane: nothing after them arrived, so they are unseen."""
         n = 0
-        while PER_LANE - 1 - n in seqs:
+        while per_lane - 1 - n in seqs:
             n += 1
         return n
 
@@ -193,3 +193,42 @@ def test_a_recovery_after_production_ended_is_held_to_the_limit(
     with pytest.raises(MirrorMismatchError) as err:
         report.assert_recovers_within(r.seconds - 0.5, p99_ms=P99_SLO_MS)
     assert f"recovered after {r.seconds:g} s, in the drain" in str(err.value)
+
+
+#: a body-format backlog: records a lane, and the knobs (rates per record) the capture's
+#: columnar path must see through exactly as its per-record loop does
+COLUMNAR_PER_LANE = 6000
+COLUMNAR_KNOBS = {
+    "clean": Knobs(),
+    "drop": Knobs(drop=0.01, seed=21),
+    "dup": Knobs(duplicate=0.01, seed=22),
+    "reorder": Knobs(reorder=5, seed=23),
+    "corrupt": Knobs(corrupt=0.01, seed=24),
+}
+
+
+@pytest.mark.kafka_mirror(drain_timeout=3, settle=0.3)
+def test_a_body_backlog_decoded_a_column_at_a_time_is_reported_exactly(
+    replicator: ReferenceReplicator, mirror_topics: MirrorTopics, mirror_producer: MirrorProducerFactory,
+    spark: SparkSession,
+) -> None:
+    """Body records written as fast as the producer goes: the capture decodes them a chunk
+    at a time (capture/columns.py), dropped, duplicated, reordered and corrupted ones among
+    them, and the verifier's figures are the mirror's ledger, exactly."""
+    topics = {name: mirror_topics(1, partitions=2, name=f"col{name}")[0] for name in COLUMNAR_KNOBS}
+    for name, knobs in COLUMNAR_KNOBS.items():
+        replicator.set_faults(topics[name], knobs)
+
+    run = mirror_producer.new_run(list(topics.values()), capture_source=True)
+    run.produce(rate=None, count=2 * COLUMNAR_PER_LANE, format="body", message_size=100, producer_id="pcol")
+    report = run.verify(spark=spark, examples=10_000)
+    ledger = replicator.ledger()
+
+    assert report.capture["columnar_chunks"] > 0, report.capture
+    assert report.reconciled and report.expected == len(COLUMNAR_KNOBS) * 2 * COLUMNAR_PER_LANE
+    for name, topic in topics.items():
+        got, want = _topic_figures(report, topic), _expected(ledger, topic, COLUMNAR_PER_LANE)
+        assert got == want, name
+    for name, knob in [("drop", "drop"), ("dup", "duplicate"), ("reorder", "reorder"), ("corrupt", "corrupt")]:
+        assert ledger.count(topics[name], knob) > 0, name
+    assert report.phantom == report.foreign == 0

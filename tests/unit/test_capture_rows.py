@@ -141,3 +141,80 @@ def test_a_lane_of_a_compacted_topic_is_awaited_by_its_latest_record() -> None:
     lane = LaneManifest("state", 0, 0, sent=12, acked=[[0, 4], [6, 9]], failed=[[5, 5], [10, 11]])
     assert _awaited(lane, compacted=False) == (9, [[0, 4], [6, 9]])
     assert _awaited(lane, compacted=True) == (1, [[9, 9]])
+
+
+#: records the columnar path decodes (the producer's body shape) and a few it must leave to
+#: the per-record loop (a foreign or damaged record, a warm-up, a record with headers)
+BODY_SHAPES = ("body",) * 12 + ("corrupt-body", "foreign", "body-no-key", "warmup", "headers")
+
+
+def _body_message(shape: str, part: int, off: int, lane: int, seq: int) -> Any:
+    if shape == "corrupt-body":  # a payload byte changed: decoded here, its checksum wrong
+        m = _message("body", part, off, "p1", lane, seq)
+        from confluent_kafka import Message
+
+        value = m.value()
+        return Message(topic="target", partition=part, offset=off, key=m.key(),
+                       value=value[:-3] + (b"A" if value[-3:-2] != b"A" else b"B") + value[-2:], timestamp=m.timestamp())
+    return _message(shape, part, off, "p1", lane, seq)
+
+
+def _capture(msgs: list[Any], cuts: list[int], decoder: bool) -> tuple[RowBuilder, SegmentRows, Any]:
+    """``msgs`` in consume() batches cut at ``cuts``, through the per-record loop, or as one
+    chunk through the columnar path (the per-record loop batch by batch when it declines),
+    as the capture process does."""
+    from pytest_kafka_mirror.capture.columns import ColumnDecoder
+
+    rb = RowBuilder({"target": "source"}, LiveFigures([1.0, 5.0]))
+    rows = SegmentRows()
+    offsets: dict[tuple[str, int], int] = {}
+    bounds = [0, *sorted(c for c in cuts if c < len(msgs)), len(msgs)]
+    batches = [(msgs[a:b], ARRIVAL + i) for i, (a, b) in enumerate(pairwise(bounds)) if b > a]
+    cd = ColumnDecoder(rb, min_records=1)
+    if not (decoder and cd.add(batches, rows, offsets)):
+        for batch, arrival in batches:
+            assert rb.add(batch, arrival, rows, offsets) == len(batch)
+    return rb, rows, cd
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(
+    st.sampled_from(BODY_SHAPES), st.integers(0, 2), st.integers(0, 2),
+    st.integers(0, 40).map(lambda s: s if s < 30 else CHUNK_BITS - 35 + s)), min_size=1, max_size=150),
+    cuts=st.lists(st.integers(0, 150), max_size=4))
+def test_the_columnar_path_gives_the_per_record_loop_s_rows_and_counts(records: list[Any], cuts: list[int],
+                                                                        tmp_path: Path) -> None:
+    """Whatever it decodes or declines: the rows (as written to the segment), bitmaps,
+    counts, live figures and next offsets of the per-record loop."""
+    offsets: Counter[int] = Counter()
+    msgs = []
+    for shape, part, lane, seq in records:
+        msgs.append(_body_message(shape, part, offsets[part], lane, seq))
+        offsets[part] += 1
+    (rb, rows, _), (fast, fast_rows, decoder) = _capture(msgs, cuts, False), _capture(msgs, cuts, True)
+    writer = SegmentWriter(tmp_path / "capture")
+    try:
+        assert writer._table(fast_rows).to_pylist() == writer._table(rows).to_pylist()
+    finally:
+        writer.close()
+    assert list(fast_rows) == list(rows) and len(fast_rows) == len(rows)
+    assert {k: (bm.distinct, bm.chunks) for k, bm in fast.seen.items()} == {
+        k: (bm.distinct, bm.chunks) for k, bm in rb.seen.items()}
+    assert fast.counts == rb.counts and fast.live.to_dict() == rb.live.to_dict()
+    decodable = all(shape in ("body", "corrupt-body") for shape, *_ in records)
+    assert decoder.chunks == (1 if decodable else 0)
+
+
+def test_the_columnar_path_declines_a_gap_and_changes_nothing() -> None:
+    """Offsets that do not follow each other (a record the broker showed late, a
+    transaction marker): the per-record loop's gap guard handles them."""
+    from pytest_kafka_mirror.capture.columns import ColumnDecoder
+
+    msgs = [_message("body", 0, off, "p1", 0, off) for off in (*range(10), *range(11, 20))]
+    rb = RowBuilder({"target": "source"}, LiveFigures([1.0]))
+    rows, offsets = SegmentRows(), {("target", 0): 0}
+    assert not ColumnDecoder(rb, min_records=1).add([(msgs, ARRIVAL)], rows, offsets)
+    assert not rows and not rb.seen and rb.counts["records"] == 0 and offsets == {("target", 0): 0}
+    assert not ColumnDecoder(rb, min_records=1).add([(msgs[:10], ARRIVAL)], rows, {("target", 0): 3})  # resumes at 3
+    assert ColumnDecoder(rb, min_records=1).add([(msgs[:10], ARRIVAL)], rows, offsets)
+    assert offsets == {("target", 0): 10} and len(rows) == 10 and rb.seen[("source", "p1", 0)].distinct == 10
