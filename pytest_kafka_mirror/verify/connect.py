@@ -29,12 +29,14 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock
 
+from ..processes.jvm_cds import use_only
 from ..processes.managed import ManagedProcess, detached, tcp_reachable, wait_until
 
 if TYPE_CHECKING:
@@ -149,8 +151,31 @@ JAVA_OPTS_ENV = "KAFKA_MIRROR_SPARK_JAVA_OPTS"
 
 
 def driver_java_options() -> str:
-    """:data:`DRIVER_JAVA_OPTIONS`, then those of ``$KAFKA_MIRROR_SPARK_JAVA_OPTS``."""
-    return " ".join([DRIVER_JAVA_OPTIONS, *os.environ.get(JAVA_OPTS_ENV, "").split()])
+    """:data:`DRIVER_JAVA_OPTIONS`, the driver's class-data archive when one was prepared
+    (:func:`spark_archive_options`), then those of ``$KAFKA_MIRROR_SPARK_JAVA_OPTS`` (which
+    may name an archive of their own: then they alone do)."""
+    extra = os.environ.get(JAVA_OPTS_ENV, "").split()
+    own = any(o.startswith(("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit")) for o in extra)
+    return " ".join([DRIVER_JAVA_OPTIONS, *(() if own else spark_archive_options()), *extra])
+
+
+#: the class-data sharing archive of the Spark drivers the plugin starts (processes/jvm_cds.py)
+SPARK_ARCHIVE = "spark-driver"
+
+
+def spark_java() -> str:
+    """The ``java`` Spark's launcher runs: ``$JAVA_HOME/bin/java``, else the one on PATH."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java") or "java"
+
+
+def spark_archive_options() -> tuple[str, ...]:
+    """The options that start a Spark driver from its archive, once ``kafka-mirror spark
+    prepare`` wrote one for this Java and this pyspark's jars; none before."""
+    home = _spark_home()
+    return () if home is None else use_only(SPARK_ARCHIVE, spark_java(), [home / "jars"])
 
 #: Classes of generated code a driver keeps compiled (Spark's static
 #: ``spark.sql.codegen.cache.maxEntries``; default 100).  The code a verification generates

@@ -471,3 +471,21 @@ def test_the_cleanup_recipe_is_what_the_command_takes() -> None:
     assert [p.yes for p in parsed] == [False, True]
     assert parsed[0].bootstrap == ["kafka-primary-1.example.com:9092", "kafka-backup-1.example.com:9092"]
     assert parsed[0].topic_prefix == "km"
+
+
+def test_spark_prepare_without_archives_says_why_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("KAFKA_MIRROR_JVM_CDS", "0")
+    assert main(["spark", "prepare"]) == 1
+    _one_error_line(capsys, "kafka-mirror spark prepare: no archive written", "KAFKA_MIRROR_JVM_CDS=0")
+
+
+def test_the_prepared_run_is_a_passing_run(tmp_path: Path) -> None:
+    """What ``kafka-mirror spark prepare`` verifies (to load every class a verification
+    loads) is a run as a passing test leaves it: the plain-Python oracle finds it clean."""
+    from pytest_kafka_mirror.verify.oracle import oracle_report
+    from pytest_kafka_mirror.verify.prepare import LANES, RECORDS, write_run
+
+    report = oracle_report(write_run(tmp_path / "run"))
+    assert report.expected == report.received == LANES * RECORDS, report.summary()
+    report.assert_ok()

@@ -84,3 +84,40 @@ def test_a_path_says_where_they_are_kept(jars: Path, tmp_path: Path, monkeypatch
     monkeypatch.setenv(jvm_cds.ENV, str(tmp_path / "elsewhere"))  # what the plugin's own tests give their runs
     use = jvm_cds.archive_for("kind", sys.executable, [jars])
     assert use.writes and use.final is not None and use.final.parent == tmp_path / "elsewhere"
+
+
+def test_a_prepared_archive_is_used_and_never_written_on_the_way(jars: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Spark's driver (verify/connect.py): no archive, no option and no claim; once
+    ``write_anew`` published one (``kafka-mirror spark prepare``), every launch uses it; the
+    switch turns it off; one writer at a time."""
+    assert jvm_cds.use_only("driver", sys.executable, [jars]) == ()
+    assert not jvm_cds.archive_dir().exists() or not list(jvm_cds.archive_dir().iterdir())
+    use = jvm_cds.write_anew("driver", sys.executable, [jars])
+    assert use.writes and use.options[0].startswith("-XX:ArchiveClassesAtExit=")
+    assert not jvm_cds.write_anew("driver", sys.executable, [jars]).writes  # claimed
+    assert use.dump is not None and use.final is not None
+    use.dump.write_bytes(b"archive")
+    use.settle(0)
+    assert jvm_cds.use_only("driver", sys.executable, [jars]) == (f"-XX:SharedArchiveFile={use.final}", jvm_cds.QUIET)
+    again = jvm_cds.write_anew("driver", sys.executable, [jars])  # written anew: replaces it once published
+    assert again.writes and again.final == use.final
+    monkeypatch.setenv(jvm_cds.ENV, "0")
+    assert jvm_cds.use_only("driver", sys.executable, [jars]) == ()
+    assert not jvm_cds.write_anew("driver", sys.executable, [jars]).writes
+
+
+def test_the_spark_driver_options_name_the_prepared_archive(jars: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_kafka_mirror.verify import connect
+
+    monkeypatch.setattr(connect, "_spark_home", lambda: jars.parent)
+    (jars.parent / "jars").mkdir()
+    monkeypatch.delenv(connect.JAVA_OPTS_ENV, raising=False)
+    assert "SharedArchiveFile" not in connect.driver_java_options()
+    use = jvm_cds.write_anew(connect.SPARK_ARCHIVE, connect.spark_java(), [jars.parent / "jars"])
+    assert use.dump is not None
+    use.dump.write_bytes(b"archive")
+    use.settle(0)
+    assert f"-XX:SharedArchiveFile={use.final} {jvm_cds.QUIET}" in connect.driver_java_options()
+    # options of the user's own that name an archive (or write one) are the only ones
+    monkeypatch.setenv(connect.JAVA_OPTS_ENV, "-XX:ArchiveClassesAtExit=/tmp/x.jsa")
+    assert connect.driver_java_options().count("Archive") == 1
