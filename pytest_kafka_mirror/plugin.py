@@ -274,12 +274,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from .provisioning import largest_record
 
         s.max_record_bytes = largest_record(session.items, s.settings.message_size)
-        # a session whose tests verify starts Spark now, on a thread, while its clusters and
-        # replicator start and its first run produces (the JVM's start and first queries
-        # were most of the first test's overhead: docs/performance.md)
-        if not session.config.option.collectonly and any(
-                "mirror_verifier" in getattr(item, "fixturenames", ()) for item in session.items):
-            s.prestart_spark()
 
 
 def _marker_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
