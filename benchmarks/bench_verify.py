@@ -254,9 +254,10 @@ def spark_figures(spark: Any, run_dir: Path, warm_dir: Path | None, small_dir: P
 def _spark_main(run_dir: Path, warm_dir: Path | None, small_dir: Path | None = None,
                 large_warm_dir: Path | None = None) -> dict[str, Any]:
     from pytest_kafka_mirror.verify import get_spark, stop_spark
+    from pytest_kafka_mirror.verify.job import large_capture
 
     t0 = time.monotonic()
-    spark = get_spark("local[2]")
+    spark = get_spark("local[2]", large=large_capture(run_dir))  # the compilers the plugin would choose
     session = time.monotonic() - t0
     try:
         return {**spark_figures(spark, run_dir, warm_dir, small_dir, large_warm_dir), "session_seconds": session}

@@ -352,7 +352,10 @@ class MirrorVerifier:
         # End the capture before Spark starts: a cold JVM takes seconds, and the capture
         # would keep waiting for the "producers done" signal all that time.
         run.finish()
-        report = run.verify(spark=self.session.get_spark(), master=self.session.settings.spark_master, examples=examples)
+        from .verify.job import large_capture
+
+        spark = self.session.get_spark(large=large_capture(run.run_dir))
+        report = run.verify(spark=spark, master=self.session.settings.spark_master, examples=examples)
         self.session.verified.add(run.run_dir)
         self.record(report)
         failed = run.fault_errors()

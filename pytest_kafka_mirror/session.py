@@ -175,10 +175,12 @@ class KafkaMirrorSession:
 
         return join_uri(store, f"session-{self.session_id[:12]}", run_dir.parent.name, run_dir.name)
 
-    def get_spark(self) -> Any:
+    def get_spark(self, large: bool = False) -> Any:
         """This process's SparkSession for verification (:class:`~.verify.spark.ProcessSpark`:
-        local, the run's shared Spark Connect server, or a remote one)."""
-        return self.spark.get(self.share)
+        local, the run's shared Spark Connect server, or a remote one).  ``large``: to verify a
+        large capture, which a local driver started with the C1 compiler is restarted for
+        (never while the spark engine's tasks use the session)."""
+        return self.spark.get(self.share, large=large and self.engine is None)
 
     def prestart_spark(self) -> None:
         """Start :meth:`get_spark`'s session in the background (a run that will be verified began)."""

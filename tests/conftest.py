@@ -26,12 +26,6 @@ os.environ.setdefault("KAFKA_MIRROR_DOCKER_PULL", "0")
 # The JVMs' class-data archives (processes/jvm_cds.py) stay in this machine's cache: a
 # pytester run has a HOME of its own, where every run would write them anew at its exit.
 os.environ.setdefault(jvm_cds.ENV, str(jvm_cds.archive_dir()))
-# The Spark drivers of the test suite compile with C1 only.  Its verifications are small,
-# where C2's compilations only take CPU from everything else on two cores: a JVM's first
-# three verifications of a 400-record run 6.8 / 2.4 / 1.9 s -> 4.4 / 1.8 / 1.7 s, its CPU
-# 24.9 -> 15.4 s.  A large one is slower (2M rows: 15 -> 31 s once warm): the benchmarks and
-# the scenarios, which users run, keep the default JIT.
-os.environ.setdefault("KAFKA_MIRROR_SPARK_JAVA_OPTS", "-XX:TieredStopAtLevel=1")
 # Every pytest or kafka-mirror process a test starts (pytester's subprocesses, the gate, the
 # stages) runs this checkout, not an installed copy of another one (an editable install
 # points at one checkout; a worktree or a clone beside it would test that one's code).

@@ -145,18 +145,41 @@ DRIVER_JAVA_OPTIONS = ("-XX:+UseParallelGC "
                        "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=6000 "
                        "-XX:Tier4CompileThreshold=150000 -XX:Tier4BackEdgeThreshold=400000")
 #: Further JVM options of the Spark drivers the plugin starts (a local session, the shared
-#: Spark Connect server), after its own: what ``KAFKA_OPTS`` is to Kafka's scripts.  The
-#: plugin's own test suite sets ``-XX:TieredStopAtLevel=1`` there (see tests/conftest.py).
+#: Spark Connect server), after its own: what ``KAFKA_OPTS`` is to Kafka's scripts.
 JAVA_OPTS_ENV = "KAFKA_MIRROR_SPARK_JAVA_OPTS"
+#: The C1 compiler alone: what a local session's driver starts with (``quick`` in
+#: :func:`driver_java_options`).  C2's compilations are most of the CPU a cold driver spends
+#: on its first small verifications, and on 2 cores they compete with the clusters and the
+#: run: the first test of a session 6.6-7.5 -> 5.7 s, a warm one 2.9-3.1 -> 2.4-2.8 s, a
+#: first 2,000-record verification 4.7 -> 3.3 s (docs/performance.md, "JVM start costs").  Large captures are where C2 pays: 1M records
+#: 5.6-6.3 -> 8.3-11.4 s with C1 (warm), 3M 13.5 -> 28.5 s, 10M 31.7 -> 81.6 s; so a
+#: verification of :data:`LARGE_CAPTURE_RECORDS` or more runs in a driver with C2 (a
+#: session's local driver started with C1 is restarted for it, once: see
+#: ``spark.get_spark``).  Options in ``$KAFKA_MIRROR_SPARK_JAVA_OPTS`` that choose the
+#: compilers (``TieredStopAtLevel``, ``TieredCompilation``) are the user's choice: then
+#: neither happens.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+#: Captured records from which a verification runs in a driver with C2 (:data:`QUICK_JIT`):
+#: the first verification of a capture costs a cold JVM about the same either way (3M
+#: records 21.5 s with C2, 28.8 s with C1), so restarting the driver (3-4 s) pays from
+#: about 2M records on; 1M records took 12.6 s with C1 against 11.5-14.9 s with C2, cold.
+LARGE_CAPTURE_RECORDS = 2_000_000
 
 
-def driver_java_options() -> str:
-    """:data:`DRIVER_JAVA_OPTIONS`, the driver's class-data archive when one was prepared
+def user_chose_jit() -> bool:
+    """Whether ``$KAFKA_MIRROR_SPARK_JAVA_OPTS`` chooses the JIT compilers itself."""
+    return any("TieredStopAtLevel" in o or "TieredCompilation" in o for o in os.environ.get(JAVA_OPTS_ENV, "").split())
+
+
+def driver_java_options(quick: bool = False) -> str:
+    """:data:`DRIVER_JAVA_OPTIONS`, :data:`QUICK_JIT` when ``quick`` (unless the user's
+    options choose the compilers), the driver's class-data archive when one was prepared
     (:func:`spark_archive_options`), then those of ``$KAFKA_MIRROR_SPARK_JAVA_OPTS`` (which
     may name an archive of their own: then they alone do)."""
     extra = os.environ.get(JAVA_OPTS_ENV, "").split()
     own = any(o.startswith(("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit")) for o in extra)
-    return " ".join([DRIVER_JAVA_OPTIONS, *(() if own else spark_archive_options()), *extra])
+    jit = (QUICK_JIT,) if quick and not user_chose_jit() else ()
+    return " ".join([DRIVER_JAVA_OPTIONS, *jit, *(() if own else spark_archive_options()), *extra])
 
 
 #: the class-data sharing archive of the Spark drivers the plugin starts (processes/jvm_cds.py)

@@ -238,7 +238,7 @@ def verify_run(
     if spark is None:
         from pytest_kafka_mirror.verify.spark import get_spark
 
-        spark = get_spark(master)
+        spark = get_spark(master, large=large_capture(run))
     size = _capture_bytes(run)
     with _job_conf(spark, size):
         job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0),
@@ -278,6 +278,22 @@ _PLAIN_CACHE_BYTES = 32 << 20
 
 def _capture_bytes(run: Path) -> int:
     return sum(segment.size for segment in capture_segments(run / CAPTURE_DIR))
+
+
+def large_capture(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run's capture holds :data:`~.connect.LARGE_CAPTURE_RECORDS` records or
+    more: its verification wants a driver with the C2 compiler (``connect.QUICK_JIT``).
+    The capture status counts them; without a count there (a capture of someone else's, an
+    unreadable status), the footers of its local segments do."""
+    from .connect import LARGE_CAPTURE_RECORDS
+
+    records = load_capture_status(run_dir).get("records")
+    if not isinstance(records, int):
+        import pyarrow.parquet as pq
+
+        records = sum(pq.read_metadata(segment.location).num_rows
+                      for segment in capture_segments(Path(run_dir) / CAPTURE_DIR) if "://" not in segment.location)
+    return records >= LARGE_CAPTURE_RECORDS
 
 
 @contextmanager

@@ -30,12 +30,13 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .connect import driver_java_options, log4j_properties, session_conf
+from .connect import LARGE_CAPTURE_RECORDS, driver_java_options, log4j_properties, session_conf, user_chose_jit
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,6 +53,9 @@ _session: SparkSession | None = None
 _replaceable = False
 #: The gateway JVM :func:`get_spark` launched (``spark-submit``, exec'd into ``java``).
 _jvm: subprocess.Popen[bytes] | None = None
+#: ``_session`` is our local one, its driver started with the C1 compiler alone
+#: (``connect.QUICK_JIT``): a verification of a large capture restarts it with C2.
+_quick = False
 #: SIGINT's handler before pyspark replaced it with one calling ``cancelAllJobs()`` on a
 #: context that is gone after :func:`stop_spark`; put back when the session stops.
 _sigint: Any = None
@@ -149,7 +153,8 @@ def _check_master(spark: SparkSession, master: str) -> SparkSession:
     return spark
 
 
-def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceable: bool = False) -> SparkSession:
+def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceable: bool = False,
+              large: bool = False) -> SparkSession:
     """Return the process-wide SparkSession for ``master``, creating it on first use.
 
     Settings tuned for tests: no web UI, no progress bars, shuffle partitions and default
@@ -171,15 +176,25 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
     call for a local master stops it and starts the local session.  The plugin's default
     shared server is asked for that way, so a test's own local SparkSession (a ``spark``
     fixture) still starts in a worker that verified through the shared server before.
+
+    A local master's driver starts with the C1 compiler alone, the quicker start of a
+    session's small verifications (``connect.QUICK_JIT``), unless ``large``: a verification
+    of a large capture (``job.large_capture``), which then gets a driver with C2.  A
+    session of ours started with C1 is stopped and started again for it, once (its cached
+    frames are gone: nothing of the plugin's outlives a verification).
     """
-    global _session, _replaceable
+    global _session, _replaceable, _quick
+    if large and _quick:
+        log.info("kafka-mirror: Spark's driver restarts with the C2 compiler for a capture of %s records or more "
+                 "(C1 alone started it quicker, and verifies a large capture 2-3x slower)", f"{LARGE_CAPTURE_RECORDS:,}")
+        stop_spark()
     with _lock:
         remote = master.strip().startswith("sc://")
         if _session is not None and _is_alive(_session):
             if not (_replaceable and _is_remote(_session) and not remote):
                 return _check_master(_session, master)
             _stop_remote(_session, 15.0)
-        _session = None
+        _session, _quick = None, False
         if remote:
             _session = _connect(master.strip())
             _replaceable = replaceable
@@ -205,12 +220,13 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
         global _jvm, _sigint
+        quick = not large and master.strip().startswith("local") and not user_chose_jit()
         main = threading.current_thread() is threading.main_thread()
         previous = signal.getsignal(signal.SIGINT) if main else None
         before, start = _spark_children(), _jvm_log_size()
         try:
             with _quiet_jvm_start() as log4j:
-                java_options = f"{log4j} {driver_java_options()}"
+                java_options = f"{log4j} {driver_java_options(quick)}"
                 builder = (
                     SparkSession.builder.master(master)
                     .appName("pytest-kafka-mirror-verify")
@@ -234,7 +250,7 @@ def get_spark(master: str = "local[2]", *, driver_memory: str = "2g", replaceabl
                 raise SparkStartError(f"the Spark JVM (master {master}, driver memory {driver_memory}) did not "
                                       f"start; it said:\n{said}") from None
             raise
-        _session = spark
+        _session, _quick = spark, quick
         _jvm = _gateway_proc()
         if previous is not None:
             _sigint = previous
@@ -274,7 +290,7 @@ def stop_spark(jvm_timeout: float = 15.0) -> None:
             _sigint = None
         if _session is None:
             return
-        session, _session = _session, None
+        session, _session, _quick = _session, None, False
         jvm, _jvm = _jvm, None
         try:
             stopper = threading.Thread(target=_stop_quietly, args=(session,), name="kafka-mirror-spark-stop",
@@ -356,6 +372,12 @@ def _connect(url: str) -> SparkSession:
         raise
     _remote_url[id(spark)] = url
     return spark
+
+
+def quick_jit() -> bool:
+    """Whether the session :func:`get_spark` started here runs a driver with the C1 compiler
+    alone (``connect.QUICK_JIT``)."""
+    return _quick
 
 
 def session_running() -> bool:
@@ -549,14 +571,17 @@ class ProcessSpark:
         return {"remote": f"{where} (Spark Connect)", "shared": f"{where} in one shared Spark Connect server",
                 "local": where}[kind]
 
-    def get(self, share: ShareDir | None) -> SparkSession:
+    def get(self, share: ShareDir | None, large: bool = False) -> SparkSession:
         """The session for verification, per :meth:`plan`; ``share``: an xdist worker's share
         directory (where the run's shared Spark Connect server is found), None elsewhere.
-        An early start (:meth:`prestart`) still under way is waited for."""
+        An early start (:meth:`prestart`) still under way is waited for.  ``large``: for
+        the verification of a large capture (:func:`get_spark`: a local driver started with
+        the C1 compiler is restarted with C2)."""
         starting = self._starting
         if starting is not None and starting is not threading.current_thread():
             starting.join()
-        if self.session is not None and not getattr(self.session, "is_stopped", False):
+        if self.session is not None and not getattr(self.session, "is_stopped", False) and not (
+                large and self._owns and quick_jit()):
             return self.session
         kind, where = self.plan(share is not None)
         running = running_local_session()
@@ -570,7 +595,7 @@ class ProcessSpark:
             from .connect import shared_server
 
             where = shared_server(share, master=where, timeout=self.startup_timeout)
-        self.session = get_spark(where, replaceable=kind == "shared")
+        self.session = get_spark(where, replaceable=kind == "shared", large=large)
         self._owns = self.session is not running
         return self.session
 
@@ -583,8 +608,10 @@ class ProcessSpark:
             return
 
         def start() -> None:
+            t0 = time.monotonic()
             try:
                 self.get(share)
+                log.debug("kafka-mirror: the Spark session started in %.1f s", time.monotonic() - t0)
             except BaseException as exc:  # noqa: BLE001 - the verification's own get() reports it
                 log.debug("kafka-mirror: the Spark session's early start failed (the verification retries): %s", exc)
 

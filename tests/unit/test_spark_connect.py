@@ -88,6 +88,7 @@ def test_the_server_runs_in_the_foreground_on_loopback_with_the_local_session_s_
     assert java_options[1:1 + len(own)] == own and own[:len(connect.DRIVER_JAVA_OPTIONS.split())] == \
         connect.DRIVER_JAVA_OPTIONS.split()
     assert "-XX:Tier4InvocationThreshold=50000" in java_options
+    assert connect.QUICK_JIT not in java_options  # a shared server keeps C2: it cannot restart for a large capture
     assert confs["spark.sql.codegen.cache.maxEntries"] == str(connect.CODEGEN_CACHE_ENTRIES)
 
 
@@ -97,6 +98,7 @@ def test_the_local_session_s_driver_gets_the_jit_and_gc_settings(spark: SparkSes
     management = spark.sparkContext._jvm.java.lang.management.ManagementFactory
     flags = management.getRuntimeMXBean().getInputArguments()
     assert "-XX:Tier4CompileThreshold=150000" in list(flags)  # the JVM runs with them
+    assert connect.QUICK_JIT in list(flags)  # C1 alone: a local session's small verifications (test_spark_jit.py)
     # ... and with the throughput collector (its young and old collectors), not G1
     assert sorted(gc.getName() for gc in management.getGarbageCollectorMXBeans()) == ["PS MarkSweep", "PS Scavenge"]
     assert spark.conf.get("spark.sql.codegen.cache.maxEntries") == str(connect.CODEGEN_CACHE_ENTRIES)
