@@ -159,11 +159,12 @@ JAVA_OPTS_ENV = "KAFKA_MIRROR_SPARK_JAVA_OPTS"
 #: compilers (``TieredStopAtLevel``, ``TieredCompilation``) are the user's choice: then
 #: neither happens.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
-#: Captured records from which a verification runs in a driver with C2 (:data:`QUICK_JIT`):
-#: the first verification of a capture costs a cold JVM about the same either way (3M
-#: records 21.5 s with C2, 28.8 s with C1), so restarting the driver (3-4 s) pays from
-#: about 2M records on; 1M records took 12.6 s with C1 against 11.5-14.9 s with C2, cold.
-LARGE_CAPTURE_RECORDS = 2_000_000
+#: Captured records from which a verification runs in a driver with C2 (:data:`QUICK_JIT`).
+#: A JVM's first verification of a large capture costs about the same either way (1M
+#: records 12.6 s with C1 against 11.5-14.9 s with C2; 3M 28.8 against 21.5 s), but every
+#: later one is much faster with C2 (warm 1M 5.6-6.3 s against 8.3-11.4 s), and the
+#: restart (3-4 s) is a third or less of such a verification: so from half a million on.
+LARGE_CAPTURE_RECORDS = 500_000
 
 
 def user_chose_jit() -> bool:
