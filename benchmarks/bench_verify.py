@@ -328,9 +328,9 @@ def figures(records: int, rows: int, lanes: int, spark: dict[str, Any], ref: dic
 
 def _large(run_dir: Path) -> bool:
     """Whether the job verifies ``run_dir`` as a large capture (code generation on)."""
-    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _capture_bytes
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_ROWS, capture_rows
 
-    return _capture_bytes(run_dir) >= _SMALL_CAPTURE_BYTES
+    return capture_rows(run_dir) >= _SMALL_CAPTURE_ROWS
 
 
 def _large_warmup(work: Path) -> Path:

@@ -9,20 +9,20 @@ Spark actions and few shuffles, and each query is one SQL text (``_sql.Queries``
    its target partition, and the acknowledged range it falls in (a broadcast range join:
    manifests are ranges, and tiny).  All of it over a single shuffle by lane.  Cached
    (a small capture's as a local checkpoint, in a classic session); every later step
-   reads this cache.  A capture under ``_ONE_ROUND_BYTES`` is read into one partition: no
+   reads this cache.  A capture under ``_ONE_ROUND_ROWS`` is read into one partition: no
    shuffle at all, and its first round of queries is one Spark action of one task.
 2. One aggregate per acknowledged range (count, min, max seq) gives expected, received,
    distinct, duplicated, phantom, corrupted, reordered *and* the exact lost / unseen
    counts: a range whose distinct count equals ``max - min + 1`` has no hole inside, so
    its missing seqs are the edges, computed on the driver.  Only ranges with holes inside
    go through the gaps window (one more action, skipped in a clean run; a capture under
-   ``_ONE_ROUND_BYTES`` has the window run over every range in the first round instead).
+   ``_ONE_ROUND_ROWS`` has the window run over every range in the first round instead).
    This avoids exploding every acknowledged seq and joining it against the capture, which
    would shuffle the run twice over.
 3. Lanes seen in several target partitions get their exact partition list (only then).
 4. Latency: exact nearest-rank percentiles and the histogram from bucket counts, in one
    or two small aggregates (``verify/_latency.py``; one, of a bucket per value, for a
-   capture under ``_ONE_ROUND_BYTES``).
+   capture under ``_ONE_ROUND_ROWS``).
 5. Record kinds (headerless, foreign) and damaged metadata (per header name, missing or
    altered; how many lost their identity with it): one scan of a few columns of the capture.
 6. Examples, only for anomalies that occurred: the first ``examples`` rows per anomaly,
@@ -77,7 +77,7 @@ from pytest_kafka_mirror.rundir import (
 from pytest_kafka_mirror.verify._capacity import flow_query
 from pytest_kafka_mirror.verify._sql import Queries
 from pytest_kafka_mirror.verify._timeline import apply_timeline, timeline_query
-from pytest_kafka_mirror.verify.segments import capture_segments
+from pytest_kafka_mirror.verify.segments import capture_segments, segment_rows
 from pytest_kafka_mirror.verify.report import LaneStats, LatencyStats, MirrorReport, MissingRange
 
 if TYPE_CHECKING:
@@ -239,10 +239,10 @@ def verify_run(
         from pytest_kafka_mirror.verify.spark import get_spark
 
         spark = get_spark(master, large=large_capture(run))
-    size = _capture_bytes(run)
+    size = capture_rows(run)
     with _job_conf(spark, size):
         job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0),
-                   large=size >= _SMALL_CAPTURE_BYTES, one_round=size < _ONE_ROUND_BYTES)
+                   large=size >= _SMALL_CAPTURE_ROWS, one_round=size < _ONE_ROUND_ROWS)
         try:
             report = job.run(bounds)
         except BaseException:
@@ -257,54 +257,55 @@ def verify_run(
     return report
 
 
-#: Captures smaller than this (bytes of Parquet) run without code generation, whole-stage
-#: or per expression: compiling the generated Java of a dozen small queries, then having the
-#: JIT compile it, costs more than it saves (about 1 s per verification of a 10k-record run
-#: each; a 100 MB capture is some 5M records).
-_SMALL_CAPTURE_BYTES = 4 << 20
-#: Captures smaller than this (some 50k records) have their gaps and exact latency values
-#: counted in the first round of queries (see _Job.run), not in a second one: for them
-#: that is a few thousand rows more, where a round costs a few tenths of a second (a warm
-#: 10k-record run, the median of five: 2.08 / 1.80 / 1.79 -> 1.44 / 1.71 / 1.50 s, three
-#: process pairs alternating).  They are also read into one partition (see _Job._store),
-#: and that round is one Spark action.
-_ONE_ROUND_BYTES = 1 << 20
-#: Captures up to this size are cached uncompressed: building and reading the in-memory
-#: columns without compression is about a quarter faster, and costs some 130 MB per million
-#: records (a 1M-record capture is about 16 MB of Parquet).  Larger runs keep the compressed
-#: cache, which spills less.
-_PLAIN_CACHE_BYTES = 32 << 20
+#: Captures of fewer rows than this run without code generation, whole-stage or per
+#: expression: compiling the generated Java of a dozen small queries, then having the JIT
+#: compile it, costs more than it saves (about 1 s per verification of a 10k-record run
+#: each).  The job's sizes are rows (the segments' Parquet footers), not bytes: since the
+#: capture delta-encodes its growing integer columns a record takes under a byte of
+#: Parquet (a 1.9M-record capture of the backlog drain is 1.1 MB), and these thresholds,
+#: set in bytes at some 20 B a record (4 MB, 1 MB, 32 MB), took such a capture for a small
+#: one: no code generation and one shuffle partition, 47-60 s to verify it.
+_SMALL_CAPTURE_ROWS = 200_000
+#: Captures of fewer rows than this have their gaps and exact latency values counted in
+#: the first round of queries (see _Job.run), not in a second one: for them that is a few
+#: thousand rows more, where a round costs a few tenths of a second (a warm 10k-record run,
+#: the median of five: 2.08 / 1.80 / 1.79 -> 1.44 / 1.71 / 1.50 s, three process pairs
+#: alternating).  They are also read into one partition (see _Job._store), and that round
+#: is one Spark action.
+_ONE_ROUND_ROWS = 50_000
+#: Captures of up to this many rows are cached uncompressed: building and reading the
+#: in-memory columns without compression is about a quarter faster, and costs some 130 MB
+#: per million records.  Larger runs keep the compressed cache, which spills less.
+_PLAIN_CACHE_ROWS = 2_000_000
 
 
-def _capture_bytes(run: Path) -> int:
-    return sum(segment.size for segment in capture_segments(run / CAPTURE_DIR))
+def capture_rows(run: Path) -> int:
+    """The rows of the run's capture segments, from their Parquet footers (wherever they are)."""
+    return sum(segment_rows(segment) for segment in capture_segments(run / CAPTURE_DIR))
 
 
 def large_capture(run_dir: str | os.PathLike[str]) -> bool:
     """Whether the run's capture holds :data:`~.connect.LARGE_CAPTURE_RECORDS` records or
     more: its verification wants a driver with the C2 compiler (``connect.QUICK_JIT``).
     The capture status counts them; without a count there (a capture of someone else's, an
-    unreadable status), the footers of its local segments do."""
+    unreadable status), the footers of its segments do."""
     from .connect import LARGE_CAPTURE_RECORDS
 
     records = load_capture_status(run_dir).get("records")
     if not isinstance(records, int):
-        import pyarrow.parquet as pq
-
-        records = sum(pq.read_metadata(segment.location).num_rows
-                      for segment in capture_segments(Path(run_dir) / CAPTURE_DIR) if "://" not in segment.location)
+        records = capture_rows(Path(run_dir))
     return records >= LARGE_CAPTURE_RECORDS
 
 
 @contextmanager
 def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
-    """Session settings for one verification of a capture of ``size`` bytes, restored
+    """Session settings for one verification of a capture of ``size`` rows, restored
     afterwards.
 
     In local mode adaptive query execution only costs: its partition coalescing and skew
     handling have nothing to do with one shuffle partition per core, and it re-plans the
     query after every stage and runs each stage as a Spark job of its own.  Small captures
-    also skip code generation (see ``_SMALL_CAPTURE_BYTES``) and, in local
+    also skip code generation (see ``_SMALL_CAPTURE_ROWS``) and, in local
     mode, shuffle into one partition: task overhead, not rows, is their cost.  Set through
     ``spark.conf``, which works over Spark Connect too.
     """
@@ -315,9 +316,9 @@ def _job_conf(spark: SparkSession, size: int) -> Iterator[None]:
         master = ""
     if master.startswith("local"):
         wanted["spark.sql.adaptive.enabled"] = "false"
-    if size < _PLAIN_CACHE_BYTES:
+    if size <= _PLAIN_CACHE_ROWS:
         wanted["spark.sql.inMemoryColumnarStorage.compressed"] = "false"
-    if size < _SMALL_CAPTURE_BYTES:
+    if size < _SMALL_CAPTURE_ROWS:
         wanted["spark.sql.codegen.wholeStage"] = "false"
         # ... nor Java code for single expressions: generated classes are new to the JIT
         # in every verification, the interpreted evaluators stay compiled from one to the

@@ -15,7 +15,7 @@ from typing import Any
 from ..processes.store import StoreError, list_files, open_store, spark_uri
 from ..rundir import store_uri_of
 
-__all__ = ["Segment", "capture_segments", "read_segment"]
+__all__ = ["Segment", "capture_segments", "read_segment", "segment_rows"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,20 @@ def capture_segments(capture_dir: Path, pattern_prefix: str = "") -> list[Segmen
         info = fs.get_file_info(base + location[len(uri):])
         out.append(Segment(spark_uri(location) if "://" in location else location, int(info.size or 0), location))
     return out
+
+
+def segment_rows(segment: Segment) -> int:
+    """The rows of one segment, from its Parquet footer, wherever it is."""
+    import pyarrow.parquet as pq
+
+    if "://" not in segment.location:
+        return int(pq.read_metadata(segment.location).num_rows)
+    fs, path = open_store(segment.location)
+    try:
+        with fs.open_input_file(path) as handle:
+            return int(pq.read_metadata(handle).num_rows)
+    except OSError as exc:
+        raise StoreError(f"cannot read capture segment {segment.location}: {exc}") from None
 
 
 def read_segment(segment: Segment, columns: list[str]) -> Any:

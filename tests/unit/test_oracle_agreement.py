@@ -126,8 +126,8 @@ def test_spark_and_oracle_agree_on_generated_histories(spark: SparkSession, tmp_
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     batch_seed, source_log, large = BATCHES[batch]
     if large:
-        monkeypatch.setattr(job, "_SMALL_CAPTURE_BYTES", 0)
-        monkeypatch.setattr(job, "_ONE_ROUND_BYTES", 0)
+        monkeypatch.setattr(job, "_SMALL_CAPTURE_ROWS", 0)
+        monkeypatch.setattr(job, "_ONE_ROUND_ROWS", 0)
     cases = _generate(CASES, batch_seed)
     assert len(cases) == CASES
     batches = _Batches(spark, tmp_path, source_log)

@@ -336,7 +336,7 @@ def test_compacted_topics_match_the_oracle(compacted: tuple[SyntheticRun, Mirror
                                            monkeypatch: pytest.MonkeyPatch, one_round: bool) -> None:
     run, report = compacted
     if not one_round:  # the gaps of the ordinary lane in a second round, as in a large capture
-        monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 0)
+        monkeypatch.setattr(job_module, "_ONE_ROUND_ROWS", 0)
         report = verify_run(run.run_dir, spark=spark, write_report=False)
     _check_against_oracle(run, report)
 
@@ -648,14 +648,14 @@ def test_latency_limits_without_data() -> None:
 
 
 def test_small_captures_run_without_code_generation_and_the_settings_come_back(spark: SparkSession) -> None:
-    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _job_conf
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_ROWS, _job_conf
 
     keys = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
     before = {key: spark.conf.get(key, None) for key in keys}
-    with _job_conf(spark, _SMALL_CAPTURE_BYTES - 1):
+    with _job_conf(spark, _SMALL_CAPTURE_ROWS - 1):
         assert {key: spark.conf.get(key) for key in keys} == dict(zip(keys, ("false", "NO_CODEGEN"), strict=True))
     assert {key: spark.conf.get(key, None) for key in keys} == before
-    with _job_conf(spark, _SMALL_CAPTURE_BYTES):
+    with _job_conf(spark, _SMALL_CAPTURE_ROWS):
         assert {key: spark.conf.get(key, None) for key in keys} == before
 
 
@@ -666,13 +666,13 @@ def test_large_captures_aggregate_sorted_records_as_they_stream(spark: SparkSess
     aggregates (a hash table of every distinct seq spills, then sorts anyway); the gaps
     window then reads ``firsts`` in its own order, without sorting it again.  A small one
     keeps the hash aggregates."""
-    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _Job, _job_conf, manifest_lanes
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_ROWS, _Job, _job_conf, manifest_lanes
 
     run = SyntheticRun(tmp_path)
     run.lane("orders", pid="p1", lane=0, acked=range(30)).deliver([*range(10), *range(12, 30)])
     run.write()
     lanes, topics = manifest_lanes(tmp_path)
-    with _job_conf(spark, _SMALL_CAPTURE_BYTES if large else 0):
+    with _job_conf(spark, _SMALL_CAPTURE_ROWS if large else 0):
         job = _Job(spark, tmp_path, lanes, topics, examples=0, max_ranges=10, large=large)
         try:
             firsts = job._firsts()._jdf.queryExecution().executedPlan().toString()
@@ -694,7 +694,7 @@ def test_a_second_verification_compiles_no_generated_code(spark: SparkSession, t
     """The code a large capture's job generates is the same from one verification to the
     next, and the driver keeps it compiled: with Spark's default of 100 cached classes, each
     verification compiled its hundred-odd classes again."""
-    monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)  # this small run as a large one
+    monkeypatch.setattr(job_module, "_SMALL_CAPTURE_ROWS", 0)  # this small run as a large one
     _build_zoo(tmp_path).write()
     metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
     compilations = []
@@ -717,7 +717,7 @@ def test_a_verification_leaves_nothing_stored(spark: SparkSession, tmp_path: Pat
     ones), are dropped when the verification ends, and so are the temporary views its
     queries read."""
     if large:
-        monkeypatch.setattr(job_module, "_SMALL_CAPTURE_BYTES", 0)
+        monkeypatch.setattr(job_module, "_SMALL_CAPTURE_ROWS", 0)
     _build_zoo(tmp_path).write()
     stored = spark.sparkContext._jsc.getPersistentRDDs
     before = stored().size(), _temporary_views(spark)
@@ -754,7 +754,7 @@ def test_a_small_capture_is_verified_in_one_round(spark: SparkSession, tmp_path:
     assert plans[0].outputPartitioning().numPartitions() == 1, plans[0].toString()
     for shown in (cached[0], plans[0].toString()):
         assert "Exchange" not in shown.replace("BroadcastExchange", ""), shown
-    monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 0)
+    monkeypatch.setattr(job_module, "_ONE_ROUND_ROWS", 0)
     rounds.clear()
     two = verify_run(tmp_path / "zoo", spark=spark, write_report=False).to_dict()
     assert "holes" not in rounds[0] and "holes" in rounds[1], rounds
@@ -763,7 +763,7 @@ def test_a_small_capture_is_verified_in_one_round(spark: SparkSession, tmp_path:
     clean = SyntheticRun(tmp_path / "clean")
     clean.lane("orders", pid="p1", lane=0, acked=range(200)).deliver(range(200), latency_ms=5)
     clean.write()
-    monkeypatch.setattr(job_module, "_ONE_ROUND_BYTES", 1 << 20)
+    monkeypatch.setattr(job_module, "_ONE_ROUND_ROWS", 50_000)
     rounds.clear()
     assert verify_run(tmp_path / "clean", spark=spark, write_report=False).lost == 0
     assert rounds[1:] in ([], [[]]), rounds
@@ -789,11 +789,11 @@ def test_every_query_of_a_large_capture_reads_the_cached_first_copies(spark: Spa
     which drops its views after each query, every query but the first read the capture.)"""
     from pytest_kafka_mirror.verify._latency import LatencyPlan
     from pytest_kafka_mirror.verify._timeline import timeline_query
-    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_BYTES, _Job, _job_conf, manifest_lanes
+    from pytest_kafka_mirror.verify.job import _SMALL_CAPTURE_ROWS, _Job, _job_conf, manifest_lanes
 
     _build_zoo(tmp_path).write()
     lanes, topics = manifest_lanes(tmp_path)
-    with _job_conf(spark, _SMALL_CAPTURE_BYTES):
+    with _job_conf(spark, _SMALL_CAPTURE_ROWS):
         job = _Job(spark, tmp_path, lanes, topics, examples=5, max_ranges=10, large=True)
         try:
             queries = {
