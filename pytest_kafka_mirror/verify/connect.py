@@ -151,8 +151,9 @@ JAVA_OPTS_ENV = "KAFKA_MIRROR_SPARK_JAVA_OPTS"
 #: :func:`driver_java_options`).  C2's compilations are most of the CPU a cold driver spends
 #: on its first small verifications, and on 2 cores they compete with the clusters and the
 #: run: the first test of a session 6.6-7.5 -> 5.7 s, a warm one 2.9-3.1 -> 2.4-2.8 s, a
-#: first 2,000-record verification 4.7 -> 3.3 s (docs/performance.md, "JVM start costs").  Large captures are where C2 pays: 1M records
-#: 5.6-6.3 -> 8.3-11.4 s with C1 (warm), 3M 13.5 -> 28.5 s, 10M 31.7 -> 81.6 s; so a
+#: first 2,000-record verification 4.7 -> 3.3 s (docs/performance.md, "JVM start costs").
+#: Large captures are where C2 pays: 1M records 5.6-6.3 -> 8.3-11.4 s with C1 (warm), 3M
+#: 13.5 -> 28.5 s, 10M 31.7 -> 81.6 s; so a
 #: verification of :data:`LARGE_CAPTURE_RECORDS` or more runs in a driver with C2 (a
 #: session's local driver started with C1 is restarted for it, once: see
 #: ``spark.get_spark``).  Options in ``$KAFKA_MIRROR_SPARK_JAVA_OPTS`` that choose the

@@ -235,11 +235,12 @@ def verify_run(
         raise FileNotFoundError(f"run directory {run} does not exist")
     bounds = sorted(float(b) for b in histogram_bounds_ms if float(b) != float("inf"))
     lanes_meta, topics = manifest_lanes(run)
+    size = capture_rows(run)
     if spark is None:
+        from pytest_kafka_mirror.verify.connect import LARGE_CAPTURE_RECORDS
         from pytest_kafka_mirror.verify.spark import get_spark
 
-        spark = get_spark(master, large=large_capture(run))
-    size = capture_rows(run)
+        spark = get_spark(master, large=size >= LARGE_CAPTURE_RECORDS)  # the rows just counted: no second read
     with _job_conf(spark, size):
         job = _Job(spark, run, lanes_meta, topics, examples=max(examples, 0), max_ranges=max(max_ranges, 0),
                    large=size >= _SMALL_CAPTURE_ROWS, one_round=size < _ONE_ROUND_ROWS)
