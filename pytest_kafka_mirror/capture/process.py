@@ -5,6 +5,8 @@
 Three threads: the consume loop (main), the segment writer (:mod:`.segments`: Parquet
 segments and the progress files), and the metadata reader (:class:`_Partitions`); the
 main thread does no file or metadata I/O per batch, so the records behind it never wait.
+Once a second it shows the metadata thread's latest end offsets to its stall watch
+(:mod:`.watchdog`), which has a consumer that stopped fetching replaced.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from .target import (
     STATE,
     group_file,
 )
+from .watchdog import StallWatch
 
 __all__ = ["main"]
 
@@ -141,6 +144,10 @@ class _EndOffsets:
         self.group, self.groups = group, groups
         self.samples: list[list[Any]] = []
         self.next_at = 0.0
+        #: the latest sample's end offset of each partition, and how many samples were taken
+        #: (the consume loop's :class:`.watchdog.StallWatch` reads them)
+        self.ends: dict[tuple[str, int], int] = {}
+        self.taken = 0
 
     def sample(self, client: Any, counts: dict[str, int]) -> None:
         from confluent_kafka import TopicPartition
@@ -158,6 +165,7 @@ class _EndOffsets:
         futures = client.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=5)
         ends = {(tp.topic, tp.partition): max(int(future.result().offset), 0) for tp, future in futures.items()}
         at = (asked + time.time()) / 2  # the brokers answered somewhere in between: the middle
+        self.ends, self.taken = ends, self.taken + 1
         sums: dict[str, list[int]] = {}
         for (topic, partition), end in ends.items():
             entry = sums.setdefault(topic, [0, 0])
@@ -173,6 +181,13 @@ def _log(text: str) -> None:
     print(text, flush=True)
 
 
+def _close_quietly(consumer: Any) -> None:
+    try:
+        consumer.close()
+    except Exception as exc:  # noqa: BLE001 - its replacement reads on whatever this one says
+        _log(f"capture: closing the stalled consumer failed: {exc}")
+
+
 def _awaited(lane: LaneManifest, compacted: bool) -> tuple[int, list[list[int]]]:
     """What the capture waits for of a lane: the number of acknowledged records and their
     ranges; of a lane of a compacted topic, its latest acknowledged record only."""
@@ -186,9 +201,6 @@ class _CaptureProcess:
     """One capture process (of ``args.groups``): the consume loop and its stop decision."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from confluent_kafka import Consumer
-
-        from .._kafkalog import with_logger
         from ..rundir import DEFAULT_BOUNDS
 
         self.args = args
@@ -197,11 +209,7 @@ class _CaptureProcess:
         self.mapping: dict[str, str] = json.loads(args.topics)  # target -> source
         self.manifest_dir = Path(args.manifest_dir) if args.manifest_dir else self.run_dir
         self.stopping = False
-        self.consumer = Consumer(with_logger({
-            "bootstrap.servers": args.bootstrap,
-            "group.id": f"kafka-mirror-capture-{os.getpid()}",  # never joined: assign() only
-            **CONSUMER_CONFIG,
-        }))
+        self.consumer = self._new_consumer()
         prefix = "part" if self.groups <= 1 else f"part-g{self.group}"
         self.writer = SegmentWriter(self.run_dir / CAPTURE_DIR, prefix)
         # Offsets must follow each other: a broker showing a later record first (Tansu,
@@ -218,6 +226,8 @@ class _CaptureProcess:
         self.partitions: _Partitions | None = None
         self.end_offsets = _EndOffsets(args.end_offsets != "skip", args.end_offsets_why, self.mapping,
                                        self.gaps.next, self.group, self.groups)
+        self.watch = StallWatch(self.gaps.next)
+        self.watched = 0  # the end-offset samples the watch has seen
         self.partitions_version = 0
         self.assigned: dict[str, int] = {}
         self.t_start = time.monotonic()
@@ -232,6 +242,40 @@ class _CaptureProcess:
 
     def file(self, name: str) -> Path:
         return self.run_dir / group_file(name, self.group, self.groups)
+
+    def _new_consumer(self) -> Any:
+        from confluent_kafka import Consumer
+
+        from .._kafkalog import with_logger
+
+        return Consumer(with_logger({
+            "bootstrap.servers": self.args.bootstrap,
+            "group.id": f"kafka-mirror-capture-{os.getpid()}",  # never joined: assign() only
+            **CONSUMER_CONFIG,
+        }))
+
+    def watch_fetch(self) -> None:
+        """A new sample of the target's end offsets shown to the watch (:mod:`.watchdog`):
+        when the consumer stalled, a new one reads on from the same offsets."""
+        if self.end_offsets.taken == self.watched:
+            return
+        self.watched = self.end_offsets.taken
+        why = self.watch.check(self.end_offsets.ends)
+        if why is not None:
+            self.restart_consumer(why)
+
+    def restart_consumer(self, why: str) -> None:
+        """Read every assigned partition on with a new consumer, from the next offsets of
+        the gap guard (the records consumed so far are decoded first)."""
+        from confluent_kafka import TopicPartition
+
+        self.decode()
+        old, self.consumer = self.consumer, self._new_consumer()
+        self.gaps.consumer = self.consumer
+        self.consumer.incremental_assign([TopicPartition(t, p, off) for (t, p), off in self.gaps.next.items()])
+        # closed aside: a consumer that stalled may take its time to let its brokers go
+        threading.Thread(target=_close_quietly, args=(old,), name="capture-old-consumer", daemon=True).start()
+        _log(f"capture: restarted its consumer: {why}")
 
     # -- assignment ------------------------------------------------------------------
     def assign(self, counts: dict[str, int]) -> None:
@@ -325,6 +369,7 @@ class _CaptureProcess:
             if now >= next_status:
                 next_status = now + 1.0
                 self.write_progress()
+                self.watch_fetch()
             if now >= next_missing_note and now - self.t_start >= MISSING_NOTE_S:
                 next_missing_note = now + MISSING_NOTE_S
                 said = partitions.missing(now)
@@ -445,6 +490,7 @@ class _CaptureProcess:
             "warmup_ends": self.warmup_ends,
             "metadata_answers": self.partitions.answers if self.partitions is not None else 0,
             "end_offsets": self.end_offsets.to_dict(),
+            "consumer_restarts": self.watch.restarts,
         }
         if self.groups > 1:
             status["group"] = [self.group, self.groups]

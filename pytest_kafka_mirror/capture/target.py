@@ -265,6 +265,8 @@ class Capture:
             offset_gaps={k: sum(st.get("offset_gaps", {}).get(k, 0) for st in statuses)
                          for k in ("refetched", "accepted", "accepted_offsets", "open")},
             columnar_chunks=sum(int(st.get("columnar_chunks", 0)) for st in statuses),
+            consumer_restarts=sorted((dict(r, group=g) for g, st in enumerate(statuses)
+                                      for r in st.get("consumer_restarts") or []), key=lambda r: r["at"]),
             warmup_ends={k: max(int(st.get("warmup_ends", {}).get(k, 0)) for st in statuses)
                          for k in {k for st in statuses for k in st.get("warmup_ends", {})}},
             end_offsets=_merge_end_offsets(statuses),

@@ -76,6 +76,7 @@ import numbers
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -761,8 +762,20 @@ class MirrorReport:
             head = f"mirror mismatch in {self.run_dir}: {arrived}\nrecords: {self._totals_line()}"
         else:
             head = f"mirror mismatch in {self.run_dir}: {self._totals_line()}"
+        return head + self._stall_line() + self._capture_lines()
+
+    def _capture_lines(self) -> str:
+        """How the capture ended, and its consumer's restarts (``capture/watchdog.py``): a
+        stall of the instrument's own, whose records arrived late by it."""
         reason = self.capture.get("reason")
-        return head + self._stall_line() + (f"\ncapture ended: {reason}" if reason else "")
+        lines = f"\ncapture ended: {reason}" if reason else ""
+        restarts = self.capture.get("consumer_restarts") or []
+        if restarts:
+            first = restarts[0]
+            at = datetime.fromtimestamp(first["at"], timezone.utc).strftime("%H:%M:%S")
+            lines += (f"\ncapture restarted its consumer {_plural(len(restarts), 'time')}, the records it had not "
+                      f"read arriving late by it (first at {at} UTC: {first['why']})")
+        return lines
 
     def _arrived_damaged(self) -> str:
         """What arrived damaged, as one sentence ('' when nothing did)."""
@@ -787,9 +800,7 @@ class MirrorReport:
 
     def _latency_head(self, breaches: list[tuple[str, str]]) -> str:
         head = f"latency over the limit in {self.run_dir}: {'; '.join(short for short, _ in breaches)}"
-        reason = self.capture.get("reason")
-        return (head + f"\nrecords: {self._totals_line()}" + self._stall_line()
-                + (f"\ncapture ended: {reason}" if reason else ""))
+        return head + f"\nrecords: {self._totals_line()}" + self._stall_line() + self._capture_lines()
 
     def _totals_line(self) -> str:
         rest = [f"{name.replace('_', ' ')} {getattr(self, name)}" for name in TOTAL_FIELDS[3:] if getattr(self, name)]

@@ -1,4 +1,5 @@
-"""The capacity figures measure the replicator, not the instrument (``verify/_capacity.py``).
+"""The capacity figures measure the replicator, not the instrument (``verify/_capacity.py``),
+and the capture reads on when its consumer stops fetching (``capture/watchdog.py``).
 
 On two Apache Kafka brokers (whose end offsets are exact, unlike Tansu's), the reference
 mirror throttled to a known rate (``max_rate``) copies a backlog an unthrottled producer
@@ -106,3 +107,72 @@ def test_capacity_of_a_throttled_mirror_is_its_rate_and_the_targets_end_offsets_
     growth = (ends.at(t1) - ends.at(t0)) / (t1 - t0)
     assert every["copy_rate"] == pytest.approx(growth, rel=0.05), (every, growth)
     assert report.capacity["topics"][topic]["copy_rate"] == every["copy_rate"]
+
+
+def test_a_capture_whose_consumer_stops_fetching_reads_on_with_a_new_one(
+        tmp_path: Path, kafka_pair: tuple[Cluster, Cluster]) -> None:
+    """``capture/watchdog.py``: the consumer paused behind the capture's back (what
+    librdkafka did after a target broker restart: fetch nothing more) while the target
+    grows is replaced within the stall time, and every record is read once."""
+    import argparse
+    import json
+
+    import pyarrow.parquet as pq
+    from confluent_kafka import Producer
+
+    from pytest_kafka_mirror.capture import process as capture_process
+    from pytest_kafka_mirror.capture.watchdog import STALL_S
+    from pytest_kafka_mirror.processes.managed import wait_until
+    from pytest_kafka_mirror.rundir import CAPTURE_DIR, CAPTURE_STATUS
+
+    _, dst = kafka_pair
+    topic = dst.create_topic(f"stall-{uuid.uuid4().hex[:6]}", 2)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    args = argparse.Namespace(bootstrap=dst.bootstrap_servers, run_dir=str(run_dir), topics=json.dumps({topic: topic}),
+                              drain_timeout=30.0, settle=0.5, max_runtime=120.0, manifest_dir="", producers=0,
+                              group=0, groups=1, end_offsets="sample", end_offsets_why="")
+    capture = capture_process._CaptureProcess(args)
+    stall, paused = threading.Event(), []
+    consume = capture.consume
+
+    def consume_or_stall() -> None:  # in the consume loop's thread, which owns the consumer
+        if stall.is_set() and not paused:
+            paused.append(capture.consumer)
+            capture.consumer.pause(capture.consumer.assignment())
+        consume()
+
+    capture.consume = consume_or_stall  # type: ignore[method-assign]
+    loop = threading.Thread(target=capture.run, name="test-capture", daemon=True)
+    loop.start()
+    producer = Producer({"bootstrap.servers": dst.bootstrap_servers, "linger.ms": 5})
+
+    def produce(n: int) -> None:
+        for i in range(n):
+            producer.produce(topic, value=b"x" * 20, partition=i % 2)
+        assert producer.flush(30) == 0
+
+    def read() -> int:
+        return sum(capture.gaps.next.values())
+
+    try:
+        produce(400)
+        wait_until(lambda: read() == 400, 30, "the capture to read the first 400 records")
+        stall.set()
+        wait_until(lambda: bool(paused), 10, "the capture's consumer to be paused")
+        t0 = time.monotonic()
+        produce(600)
+        wait_until(lambda: read() == 1000, 20 + 4 * STALL_S, "the capture to read on with a new consumer")
+        took = time.monotonic() - t0
+    finally:
+        capture.stopping = True
+        loop.join(30)
+    status = json.loads((run_dir / CAPTURE_STATUS).read_text())
+    restarts = status["consumer_restarts"]
+    assert len(restarts) == 1 and restarts[0]["partitions"] == 2, restarts
+    assert "read nothing for" in restarts[0]["why"] and capture.consumer is not paused[0]
+    assert STALL_S <= took <= STALL_S + 10, took  # the samples are once a second: a few of them after the stall time
+    rows = pq.read_table([str(p) for p in sorted((run_dir / CAPTURE_DIR).glob("*.parquet"))],
+                         columns=["partition", "offset"]).to_pylist()
+    assert status["rows"] == len(rows) == 1000
+    assert len({(r["partition"], r["offset"]) for r in rows}) == 1000  # each record once: none skipped, none twice

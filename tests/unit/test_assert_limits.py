@@ -95,3 +95,17 @@ def test_failover_limits_are_checked_when_called(call: Any, message: str) -> Non
     for cls in (FailoverReport, FullReport):
         with pytest.raises(ValueError, match=message):
             call(cls(run_dir="/runs/1", read_at=0.0, waited_s=0.0, reset="latest", settings={}))
+
+
+def test_a_failure_names_the_captures_consumer_restarts() -> None:
+    # capture/watchdog.py: a stall of the instrument's own is named with the failure it may explain
+    report = _clean(p99_ms=1500.0)
+    why = "3 partition(s) read nothing for 5.0 s while the target grew: t/0 at offset 1,504 (target's end 2,310)"
+    report.capture = {"reason": "satisfied", "consumer_restarts": [
+        {"at": 1796678801.5, "partitions": 3, "behind": 806, "why": why}, {"at": 1796678811.5, "why": "again"}]}
+    with pytest.raises(MirrorMismatchError) as e:
+        report.assert_ok(p99_ms=1000)
+    lines = str(e.value).splitlines()
+    assert lines[2:4] == ["capture ended: satisfied",
+                          f"capture restarted its consumer 2 times, the records it had not read arriving late by it "
+                          f"(first at 21:26:41 UTC: {why})"]
