@@ -156,6 +156,7 @@ def test_a_capture_whose_consumer_stops_fetching_reads_on_with_a_new_one(
         return sum(capture.gaps.next.values())
 
     try:
+        wait_until(lambda: capture.end_offsets.taken > 0, 30, "the capture's first end-offset sample")
         produce(400)
         wait_until(lambda: read() == 400, 30, "the capture to read the first 400 records")
         stall.set()

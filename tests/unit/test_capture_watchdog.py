@@ -64,13 +64,14 @@ def test_an_idle_partition_and_a_closing_transaction_marker_are_not_a_stall() ->
     assert _samples(watch, clock, [{A: 5_000, B: 41}] * 30) == [None] * 30
 
 
-def test_a_stall_that_stays_waits_twice_as_long_each_time_and_a_partition_that_moves_starts_over() -> None:
+def test_a_stall_that_stays_while_the_target_grows_waits_twice_as_long_each_time_and_a_move_starts_over() -> None:
     positions = {A: 0}
     watch, clock = _watch(positions)
     said = _samples(watch, clock, [{A: 10 + i} for i in range(200)])
     at = [i for i, why in enumerate(said) if why is not None]
     gaps = [b - a for a, b in zip(at, at[1:])]
-    assert gaps[:4] == [2 * STALL_S, 4 * STALL_S, 8 * STALL_S, MAX_WAIT_S], at
+    # after a restart, the next sample's growth starts a wait twice as long
+    assert gaps[:4] == [1 + 2 * STALL_S, 1 + 4 * STALL_S, 1 + 8 * STALL_S, 1 + MAX_WAIT_S], at
     positions[A] = 500
     said = _samples(watch, clock, [{A: 600 + i} for i in range(10)])
     assert [i for i, why in enumerate(said) if why is not None] == [1 + int(STALL_S)]
@@ -89,3 +90,24 @@ def test_the_reason_names_the_partitions_and_how_far_behind(stuck: int) -> None:
     why = next(w for w in said if w is not None)
     assert f"{stuck} partition(s)" in why and "t/0 at offset 0 (target's end" in why
     assert (" and 2 more" in why) == (stuck == 5), why
+
+
+def test_a_burst_the_consumer_stopped_in_front_of_is_a_stall_though_the_target_grows_no_more() -> None:
+    # the position got to 400 and the next 600 records were appended before a sample showed
+    # it: measured against the sample before (end 400), not the first one at 400 (end 1,000)
+    positions = {A: 200}
+    watch, clock = _watch(positions)
+    assert watch.check({A: 400}) is None
+    clock.now += 1.0
+    positions[A] = 400
+    said = _samples(watch, clock, [{A: 1_000}] * 20)
+    assert [i for i, why in enumerate(said) if why is not None] == [1 + int(STALL_S)]  # once: no growth after it
+
+
+def test_offsets_a_consumer_never_receives_cost_one_restart_at_the_most() -> None:
+    # an aborted transaction's records appended just before the position's first sample: one
+    # restart, then none while the end offset stays (the new consumer cannot move either)
+    positions = {A: 100}
+    watch, clock = _watch(positions)
+    said = _samples(watch, clock, [{A: 101}, {A: 120}] + [{A: 120}] * 120)
+    assert sum(why is not None for why in said) == 1
