@@ -8,6 +8,7 @@ checks) go through pyarrow's file system of the same URI.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,24 +51,23 @@ def segment_rows(segment: Segment) -> int:
     """The rows of one segment, from its Parquet footer, wherever it is."""
     import pyarrow.parquet as pq
 
-    if "://" not in segment.location:
-        return int(pq.read_metadata(segment.location).num_rows)
-    fs, path = open_store(segment.location)
-    try:
-        with fs.open_input_file(path) as handle:
-            return int(pq.read_metadata(handle).num_rows)
-    except OSError as exc:
-        raise StoreError(f"cannot read capture segment {segment.location}: {exc}") from None
+    return int(_read(segment, lambda where, fs: pq.read_metadata(where, filesystem=fs)).num_rows)
 
 
 def read_segment(segment: Segment, columns: list[str]) -> Any:
     """The pyarrow table of ``columns`` of one segment, wherever it is."""
     import pyarrow.parquet as pq
 
+    return _read(segment, lambda where, fs: pq.read_table(where, columns=columns, filesystem=fs))
+
+
+def _read(segment: Segment, read: Callable[[str, Any], Any]) -> Any:
+    """``read(where, filesystem)`` of one segment: its local path (no filesystem), or its
+    path in its run store; a store's error names the segment."""
     if "://" not in segment.location:
-        return pq.read_table(segment.location, columns=columns)
+        return read(segment.location, None)
     fs, path = open_store(segment.location)
     try:
-        return pq.read_table(path, columns=columns, filesystem=fs)
+        return read(path, fs)
     except OSError as exc:
         raise StoreError(f"cannot read capture segment {segment.location}: {exc}") from None

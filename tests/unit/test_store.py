@@ -12,7 +12,7 @@ import pytest
 from pytest_kafka_mirror.config import _run_store
 from pytest_kafka_mirror.processes.store import DirMirror, arrow_uri, list_files, spark_uri
 from pytest_kafka_mirror.rundir import STORE_FILE, store_uri_of
-from pytest_kafka_mirror.verify.segments import capture_segments, read_segment
+from pytest_kafka_mirror.verify.segments import capture_segments, read_segment, segment_rows
 
 
 def _pair(tmp_path: Path) -> tuple[DirMirror, DirMirror, str]:
@@ -79,6 +79,7 @@ def test_segments_are_pushed_never_pulled_and_are_read_where_they_are(tmp_path: 
     segments = capture_segments(driver.local / "capture")
     assert [Path(s.spark_path).name for s in segments] == ["part-00000.parquet"] and segments[0].size > 0
     assert read_segment(segments[0], ["seq"]).column("seq").to_pylist() == [1, 2, 3]
+    assert segment_rows(segments[0]) == 3  # its footer, read in the store
 
 
 def test_a_close_pushes_the_last_writes_and_reports_a_store_it_cannot_write(tmp_path: Path) -> None:
